@@ -1,0 +1,45 @@
+# The two commands of the README's quick start: `make run` and `make test`.
+PYTHON ?= python3
+VENV := .venv
+BIN := $(VENV)/bin
+UV_VERSION := 0.13.9
+export INSPECT_DATA_DIR ?= $(CURDIR)/var
+
+.PHONY: run test lint format system-packages clean
+
+$(BIN)/python:
+	$(PYTHON) -m venv $(VENV)
+
+# Locked install: every dependency pinned with hashes in requirements.lock.
+$(VENV)/.installed: requirements.lock pyproject.toml | $(BIN)/python
+	$(BIN)/python -m pip install -q --disable-pip-version-check uv==$(UV_VERSION)
+	$(BIN)/uv pip sync -q --python $(BIN)/python --require-hashes requirements.lock
+	$(BIN)/uv pip install -q --python $(BIN)/python --no-deps --no-build-isolation -e .
+	touch $@
+
+system-packages:
+	@scripts/system-packages
+
+run: $(VENV)/.installed system-packages
+	$(BIN)/python -m inspect_web.supervisor
+
+test: $(VENV)/.installed system-packages
+	$(BIN)/ruff check .
+	$(BIN)/ruff format --check .
+	INSPECT_DATA_DIR=$(CURDIR)/var/test $(BIN)/python -m pytest $(PYTEST_ARGS)
+
+lint: $(VENV)/.installed
+	$(BIN)/ruff check .
+	$(BIN)/ruff format --check .
+
+format: $(VENV)/.installed
+	$(BIN)/ruff check --fix .
+	$(BIN)/ruff format .
+
+# Regenerate requirements.lock after changing dependencies in pyproject.toml.
+lock: $(VENV)/.installed
+	$(BIN)/uv pip compile pyproject.toml --extra dev --generate-hashes --python-version 3.11 \
+		--no-header -q -o requirements.lock
+
+clean:
+	rm -rf $(VENV)

@@ -1,0 +1,13 @@
+from django.conf import settings
+
+
+def navigation(request) -> dict:
+    return {
+        "nav_items": [
+            ("sessions:list", "Sessions"),
+            ("snapshots:list", "Snapshots"),
+            ("approvals:inbox", "Approvals"),
+            ("metrics", "Metrics"),
+        ],
+        "github_login": bool(settings.SOCIALACCOUNT_PROVIDERS.get("github")),
+    }

@@ -1,0 +1,181 @@
+"""Typed reads of the environment.
+
+Every setting the project reads from the environment goes through these helpers, so a missing or
+malformed value stops start-up with one line that names the variable and says what to do.
+"""
+
+from __future__ import annotations
+
+import os
+import secrets
+from pathlib import Path
+from urllib.parse import urlsplit
+
+import dj_database_url
+
+
+class ConfigError(Exception):
+    """A setting is missing or malformed. Its message is one line a person can act on."""
+
+    def __init__(self, variable: str, problem: str) -> None:
+        self.variable = variable
+        self.problem = problem
+        super().__init__(f"{variable}: {problem}")
+
+
+def env_str(name: str, default: str = "") -> str:
+    return os.environ.get(name, default).strip()
+
+
+def env_bool(name: str, default: bool = False) -> bool:
+    raw = os.environ.get(name)
+    if raw is None or raw.strip() == "":
+        return default
+    value = raw.strip().lower()
+    if value in {"1", "true", "yes", "on"}:
+        return True
+    if value in {"0", "false", "no", "off"}:
+        return False
+    raise ConfigError(name, f"{raw!r} is not a boolean; use 1/0, true/false, yes/no or on/off")
+
+
+def env_int(
+    name: str, default: int, *, minimum: int | None = None, maximum: int | None = None
+) -> int:
+    raw = os.environ.get(name)
+    if raw is None or raw.strip() == "":
+        return default
+    try:
+        value = int(raw.strip())
+    except ValueError:
+        raise ConfigError(name, f"{raw!r} is not a whole number") from None
+    if minimum is not None and value < minimum:
+        raise ConfigError(name, f"{value} is below the minimum of {minimum}")
+    if maximum is not None and value > maximum:
+        raise ConfigError(name, f"{value} is above the maximum of {maximum}")
+    return value
+
+
+def env_list(name: str, default: list[str]) -> list[str]:
+    raw = os.environ.get(name)
+    if raw is None or raw.strip() == "":
+        return list(default)
+    return [item.strip() for item in raw.split(",") if item.strip()]
+
+
+def data_dir(default: Path) -> Path:
+    """INSPECT_DATA_DIR, created if missing; every embedded default lives inside it."""
+    path = Path(env_str("INSPECT_DATA_DIR") or default).expanduser().resolve()
+    try:
+        path.mkdir(parents=True, exist_ok=True)
+    except OSError as exc:
+        raise ConfigError("INSPECT_DATA_DIR", f"cannot create {path}: {exc.strerror}") from None
+    if not os.access(path, os.W_OK):
+        raise ConfigError("INSPECT_DATA_DIR", f"{path} is not writable by this user")
+    return path
+
+
+def secret_key(data: Path) -> str:
+    """SECRET_KEY from the environment, else generated once and kept in the data dir (0600)."""
+    value = env_str("SECRET_KEY")
+    if value:
+        if len(value) < 32:
+            raise ConfigError(
+                "SECRET_KEY", "is shorter than 32 characters; use a long random value"
+            )
+        return value
+    path = data / "secret_key"
+    if path.exists():
+        return path.read_text().strip()
+    value = secrets.token_urlsafe(50)
+    fd = os.open(path, os.O_WRONLY | os.O_CREAT | os.O_EXCL, 0o600)
+    with os.fdopen(fd, "w") as handle:
+        handle.write(value)
+    return value
+
+
+_DATABASE_SCHEMES = {"postgres", "postgresql", "pgsql", "sqlite"}
+
+
+def database(data: Path) -> dict:
+    """DATABASE_URL parsed into a Django DATABASES entry; default: SQLite in WAL mode."""
+    raw = env_str("DATABASE_URL")
+    if not raw:
+        return _sqlite(data / "db.sqlite3")
+    scheme = urlsplit(raw).scheme
+    if scheme not in _DATABASE_SCHEMES:
+        raise ConfigError(
+            "DATABASE_URL",
+            f"unsupported scheme {scheme or '(none)'!r}; "
+            "use postgres://USER@HOST:5432/NAME or sqlite:////absolute/path.sqlite3",
+        )
+    try:
+        parsed = dj_database_url.parse(raw, conn_max_age=60, conn_health_checks=True)
+    except Exception as exc:  # the parser raises assorted types for garbage input
+        raise ConfigError("DATABASE_URL", f"cannot be parsed ({exc})") from None
+    if parsed["ENGINE"].endswith("sqlite3"):
+        return _sqlite(Path(parsed["NAME"]))
+    if not parsed.get("NAME"):
+        raise ConfigError("DATABASE_URL", "names no database; add /NAME at the end")
+    parsed["ENGINE"] = "django.db.backends.postgresql"
+    parsed.setdefault("OPTIONS", {})["connect_timeout"] = 5
+    return parsed
+
+
+def _sqlite(path: Path) -> dict:
+    return {
+        "ENGINE": "django.db.backends.sqlite3",
+        "NAME": str(path),
+        # WAL lets the web process read while a worker writes; IMMEDIATE avoids upgrade deadlocks.
+        "OPTIONS": {
+            "init_command": "PRAGMA journal_mode=WAL; PRAGMA synchronous=NORMAL;",
+            "transaction_mode": "IMMEDIATE",
+            "timeout": 20,
+        },
+    }
+
+
+_REDIS_SCHEMES = {"redis", "rediss", "unix"}
+
+
+def redis_url(data: Path) -> str:
+    """REDIS_URL; default: the embedded Redis on a unix socket inside the data dir."""
+    raw = env_str("REDIS_URL")
+    if not raw:
+        return f"unix://{data / 'redis.sock'}"
+    parts = urlsplit(raw)
+    if parts.scheme not in _REDIS_SCHEMES:
+        raise ConfigError(
+            "REDIS_URL",
+            f"unsupported scheme {parts.scheme or '(none)'!r}; "
+            "use redis://HOST:6379/0, rediss://... or unix:///path/to/redis.sock",
+        )
+    if parts.scheme == "unix" and not parts.path:
+        raise ConfigError("REDIS_URL", "a unix:// URL needs a socket path")
+    if parts.scheme != "unix" and not parts.hostname:
+        raise ConfigError("REDIS_URL", "names no host; use redis://HOST:6379/0")
+    try:
+        parts.port  # noqa: B018 - raises ValueError for a non-numeric port
+    except ValueError:
+        raise ConfigError("REDIS_URL", "has a port that is not a number") from None
+    return raw
+
+
+_BROKER_SCHEMES = {"redis", "rediss", "redis+socket", "amqp", "amqps", "pyamqp"}
+
+
+def broker_url(redis: str) -> str:
+    """CELERY_BROKER_URL; default: the same Redis (RabbitMQ's amqp:// works too)."""
+    raw = env_str("CELERY_BROKER_URL")
+    if not raw:
+        if redis.startswith("unix://"):
+            return "redis+socket://" + redis.removeprefix("unix://")
+        return redis
+    scheme = urlsplit(raw).scheme
+    if scheme not in _BROKER_SCHEMES:
+        raise ConfigError(
+            "CELERY_BROKER_URL",
+            f"unsupported scheme {scheme or '(none)'!r}; use redis://HOST:6379/0 or "
+            "amqp://USER:PASSWORD@HOST:5672//",
+        )
+    return raw

@@ -1,0 +1,3 @@
+"""Websocket routes; each app contributes its own."""
+
+websocket_urlpatterns: list = []

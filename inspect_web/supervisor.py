@@ -1,0 +1,186 @@
+"""`make run`: bring the whole system up on one machine and keep it up until Ctrl-C.
+
+Preflight (settings, database, Redis, the port), migrate, static files, the first admin, then
+daphne + a Celery worker + Celery beat as children. Ctrl-C (or SIGTERM) stops every child; the
+children also die with the supervisor if it is killed outright (PR_SET_PDEATHSIG), so nothing is
+left orphaned.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import ctypes
+import hashlib
+import os
+import signal
+import socket
+import subprocess
+import sys
+import time
+import urllib.request
+from pathlib import Path
+
+PR_SET_PDEATHSIG = 1
+
+
+class StartupError(Exception):
+    """One line for the person starting the system: what is wrong and what to do."""
+
+
+def _die_with_parent() -> None:
+    ctypes.CDLL("libc.so.6", use_errno=True).prctl(PR_SET_PDEATHSIG, signal.SIGTERM)
+
+
+def _check_port_free(host: str, port: int) -> None:
+    with socket.socket(socket.AF_INET6 if ":" in host else socket.AF_INET) as probe:
+        probe.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
+        try:
+            probe.bind((host, port))
+        except OSError as exc:
+            raise StartupError(
+                f"INSPECT_PORT: port {port} on {host} is already in use ({exc.strerror}); "
+                "stop what is using it or set INSPECT_PORT to another port"
+            ) from None
+
+
+def _check_database() -> None:
+    from django.db import connection
+
+    try:
+        connection.ensure_connection()
+    except Exception as exc:  # driver errors vary; the message is what matters
+        first = str(exc).strip().splitlines()[0] if str(exc).strip() else exc.__class__.__name__
+        raise StartupError(f"DATABASE_URL: cannot connect to the database: {first}") from None
+    finally:
+        connection.close()
+
+
+def _check_redis(url: str) -> None:
+    import redis
+
+    try:
+        redis.Redis.from_url(url, socket_connect_timeout=3, socket_timeout=3).ping()
+    except (redis.RedisError, OSError) as exc:
+        raise StartupError(f"REDIS_URL: cannot reach Redis at {url}: {exc}") from None
+
+
+def _collect_static(settings) -> None:
+    """collectstatic only when the static sources changed, so a second start takes seconds."""
+    from django.core.management import call_command
+
+    digest = hashlib.sha256()
+    for root in [*settings.STATICFILES_DIRS, settings.BASE_DIR / "requirements.lock"]:
+        for path in sorted(Path(root).rglob("*")) if Path(root).is_dir() else [Path(root)]:
+            if path.is_file():
+                digest.update(f"{path}:{path.stat().st_mtime_ns}".encode())
+    stamp = Path(settings.STATIC_ROOT) / ".inspect-stamp"
+    if stamp.exists() and stamp.read_text() == digest.hexdigest():
+        return
+    call_command("collectstatic", interactive=False, verbosity=0)
+    stamp.write_text(digest.hexdigest())
+
+
+def _wait_healthy(url: str, children: dict[str, subprocess.Popen], timeout: float = 60) -> None:
+    deadline = time.monotonic() + timeout
+    while time.monotonic() < deadline:
+        for name, child in children.items():
+            if child.poll() is not None:
+                raise StartupError(f"{name} exited during start-up with status {child.returncode}")
+        try:
+            with urllib.request.urlopen(url + "healthz", timeout=2) as response:  # noqa: S310
+                if response.status == 200:
+                    return
+        except OSError:
+            pass
+        time.sleep(0.2)
+    raise StartupError(f"the web server did not answer at {url} within {timeout:.0f} s")
+
+
+def _stop(children: dict[str, subprocess.Popen], grace: float = 10.0) -> None:
+    for child in children.values():
+        if child.poll() is None:
+            with contextlib.suppress(ProcessLookupError):
+                os.killpg(child.pid, signal.SIGTERM)
+    deadline = time.monotonic() + grace
+    for child in children.values():
+        try:
+            child.wait(timeout=max(0.1, deadline - time.monotonic()))
+        except subprocess.TimeoutExpired:
+            os.killpg(child.pid, signal.SIGKILL)
+            child.wait()
+
+
+def run() -> int:
+    os.environ.setdefault("DJANGO_SETTINGS_MODULE", "inspect_web.settings")
+    from inspect_web.env import ConfigError, env_int, env_str
+
+    children: dict[str, subprocess.Popen] = {}
+    stopping = False
+
+    def request_stop(signum, frame):  # noqa: ARG001 - signal handler signature
+        nonlocal stopping
+        stopping = True
+
+    signal.signal(signal.SIGINT, request_stop)
+    signal.signal(signal.SIGTERM, request_stop)
+    try:
+        host = env_str("INSPECT_HOST", "127.0.0.1")
+        port = env_int("INSPECT_PORT", 8000, minimum=1, maximum=65535)
+        workers = env_int("INSPECT_WORKER_CONCURRENCY", 2, minimum=1)
+        import django
+
+        django.setup()
+        from django.conf import settings
+        from django.core.management import call_command
+
+        from inspect_web.embedded_redis import EmbeddedRedisError, ensure_embedded_redis
+
+        _check_port_free(host, port)
+        child_options = {"start_new_session": True, "preexec_fn": _die_with_parent}
+        if settings.EMBEDDED_REDIS:
+            try:
+                embedded = ensure_embedded_redis(settings.DATA_DIR, detach=False, **child_options)
+            except EmbeddedRedisError as exc:
+                raise StartupError(f"REDIS_URL (embedded): {exc}") from None
+            if embedded.process is not None:
+                children["redis"] = embedded.process
+            print(f"Redis: embedded, {embedded.url}" + ("" if embedded.started else " (reused)"))
+        else:
+            _check_redis(settings.REDIS_URL)
+        _check_database()
+        call_command("migrate", interactive=False, verbosity=0)
+        _collect_static(settings)
+        call_command("ensure_admin")
+
+        python = sys.executable
+        commands = {
+            "daphne": [python, "-m", "daphne", "-b", host, "-p", str(port),
+                       "inspect_web.asgi:application"],
+            "worker": [python, "-m", "celery", "-A", "inspect_web", "worker", "-l", "info",
+                       "--concurrency", str(workers), "-n", f"worker-{os.getpid()}@%h"],
+            "beat": [python, "-m", "celery", "-A", "inspect_web", "beat", "-l", "info",
+                     "--schedule", str(settings.DATA_DIR / "celerybeat-schedule")],
+        }  # fmt: skip
+        for name, command in commands.items():
+            children[name] = subprocess.Popen(command, cwd=settings.BASE_DIR, **child_options)
+        url = f"http://{'[' + host + ']' if ':' in host else host}:{port}/"
+        _wait_healthy(url, children)
+        print(f"Inspect Web is up at {url}  (Ctrl-C stops it)", flush=True)
+        while not stopping:
+            for name, child in children.items():
+                if child.poll() is not None:
+                    raise StartupError(
+                        f"{name} stopped unexpectedly with status {child.returncode}"
+                    )
+            time.sleep(0.5)
+        print("Stopping…", flush=True)
+        return 0
+    except (ConfigError, StartupError) as exc:
+        print(f"inspect-web: {exc}", file=sys.stderr, flush=True)
+        return 2
+    finally:
+        _stop(children)
+
+
+if __name__ == "__main__":
+    sys.exit(run())

@@ -1,0 +1,15 @@
+from django.contrib import admin
+from django.urls import include, path
+
+from inspect_web import health, views
+
+urlpatterns = [
+    path("", views.home, name="home"),
+    path("metrics/", views.metrics, name="metrics"),
+    path("healthz", health.healthz, name="healthz"),
+    path("sessions/", include("sessions.urls")),
+    path("snapshots/", include("snapshots.urls")),
+    path("approvals/", include("approvals.urls")),
+    path("accounts/", include("allauth.urls")),
+    path("admin/", admin.site.urls),
+]

@@ -1,0 +1,19 @@
+from django.contrib.auth.decorators import login_required
+from django.http import HttpRequest, HttpResponse
+from django.shortcuts import render
+
+from inspect_web import access, roles
+from sessions.models import Session
+
+
+@login_required
+def home(request: HttpRequest) -> HttpResponse:
+    repositories = access.repositories_for(request.user)
+    recent = access.visible_to(request.user, Session.objects.select_related("repository"))[:10]
+    return render(request, "home.html", {"repositories": repositories, "recent": recent})
+
+
+@login_required
+def metrics(request: HttpRequest) -> HttpResponse:
+    repositories = access.repositories_for(request.user, permission=roles.VIEW_METRICS)
+    return render(request, "metrics.html", {"repositories": repositories})

@@ -1,0 +1,20 @@
+from django.contrib import admin
+
+from snapshots.models import Membership, Repository, Snapshot
+
+
+class MembershipInline(admin.TabularInline):
+    model = Membership
+    extra = 1
+
+
+@admin.register(Repository)
+class RepositoryAdmin(admin.ModelAdmin):
+    list_display = ["name", "url", "default_branch", "created_at"]
+    inlines = [MembershipInline]
+
+
+@admin.register(Snapshot)
+class SnapshotAdmin(admin.ModelAdmin):
+    list_display = ["repository", "branch", "commit", "state", "build_seconds", "created_at"]
+    list_filter = ["state", "repository"]

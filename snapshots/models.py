@@ -1,0 +1,90 @@
+from __future__ import annotations
+
+from django.conf import settings
+from django.core.validators import RegexValidator
+from django.db import models
+from django.urls import reverse
+
+
+class Role(models.TextChoices):
+    """A member's role on one repository; each is a Django group holding its permissions."""
+
+    ENGINEER = "engineer", "Engineer"
+    REVIEWER = "reviewer", "Reviewer"
+    MANAGER = "manager", "Manager"
+    ADMIN = "admin", "Admin"
+
+
+class Repository(models.Model):
+    name = models.SlugField(
+        max_length=100,
+        unique=True,
+        validators=[RegexValidator(r"^[a-z0-9][a-z0-9._-]*$", "lowercase letters, digits, . _ -")],
+        help_text="Short name used in URLs, the CLI and Slack.",
+    )
+    url = models.CharField(max_length=500, help_text="Any git URL or a local path.")
+    default_branch = models.CharField(max_length=200, default="main")
+    created_at = models.DateTimeField(auto_now_add=True)
+
+    class Meta:
+        ordering = ["name"]
+        verbose_name_plural = "repositories"
+        permissions = [
+            ("view_metrics", "Can see review metrics dashboards"),
+            ("manage_repository", "Can change repository settings, members and policies"),
+        ]
+
+    def __str__(self) -> str:
+        return self.name
+
+
+class Membership(models.Model):
+    user = models.ForeignKey(
+        settings.AUTH_USER_MODEL, on_delete=models.CASCADE, related_name="memberships"
+    )
+    repository = models.ForeignKey(Repository, on_delete=models.CASCADE, related_name="memberships")
+    role = models.CharField(max_length=20, choices=Role.choices, default=Role.ENGINEER)
+    created_at = models.DateTimeField(auto_now_add=True)
+
+    class Meta:
+        constraints = [
+            models.UniqueConstraint(fields=["user", "repository"], name="one_membership_per_repo")
+        ]
+
+    def __str__(self) -> str:
+        return f"{self.user} is {self.role} on {self.repository}"
+
+
+class Snapshot(models.Model):
+    class State(models.TextChoices):
+        BUILDING = "building"
+        READY = "ready"
+        SUPERSEDED = "superseded"
+        FAILED = "failed"
+        DELETED = "deleted"
+
+    repository_path = "repository"
+
+    repository = models.ForeignKey(Repository, on_delete=models.CASCADE, related_name="snapshots")
+    branch = models.CharField(max_length=200)
+    commit = models.CharField(max_length=64, blank=True)
+    state = models.CharField(max_length=20, choices=State.choices, default=State.BUILDING)
+    backend = models.CharField(max_length=40, default="local")
+    backend_ref = models.CharField(max_length=500, blank=True)
+    build_seconds = models.FloatField(null=True, blank=True)
+    size_bytes = models.BigIntegerField(null=True, blank=True)
+    file_count = models.IntegerField(null=True, blank=True)
+    lockfile_hashes = models.JSONField(default=dict, blank=True)
+    error = models.TextField(blank=True)
+    created_at = models.DateTimeField(auto_now_add=True)
+    finished_at = models.DateTimeField(null=True, blank=True)
+
+    class Meta:
+        ordering = ["-created_at"]
+        indexes = [models.Index(fields=["repository", "branch", "state", "-created_at"])]
+
+    def __str__(self) -> str:
+        return f"{self.repository} @ {self.commit[:10] or '?'} ({self.state})"
+
+    def get_absolute_url(self) -> str:
+        return reverse("snapshots:list") + f"?repository={self.repository.name}"
