@@ -1,5 +1,3 @@
-import os
-
 import redis
 
 from inspect_web.embedded_redis import ensure_embedded_redis, stop_embedded_redis
@@ -33,7 +31,7 @@ def test_a_stale_socket_left_by_a_dead_server_is_replaced(tmp_path):
 
 
 def test_the_socket_is_private_to_its_owner(tmp_path):
-    started = ensure_embedded_redis(tmp_path)
+    ensure_embedded_redis(tmp_path)
     try:
         assert (tmp_path / "redis.sock").stat().st_mode & 0o077 == 0
     finally:

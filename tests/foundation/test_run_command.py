@@ -135,8 +135,10 @@ def test_a_port_in_use_is_reported_in_one_line(tmp_path):
         code, stderr = run_to_failure(supervisor_env(tmp_path, port))
     assert code == 2
     assert "Traceback" not in stderr
-    assert stderr.strip().splitlines()[-1].startswith(
-        f"inspect-web: INSPECT_PORT: port {port} on 127.0.0.1 is already in use"
+    assert (
+        stderr.strip()
+        .splitlines()[-1]
+        .startswith(f"inspect-web: INSPECT_PORT: port {port} on 127.0.0.1 is already in use")
     )
 
 

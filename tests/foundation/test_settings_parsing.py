@@ -29,7 +29,11 @@ def test_postgres_url_is_parsed(clean_env, monkeypatch):
     monkeypatch.setenv("DATABASE_URL", "postgres://inspect:pw@db.internal:5433/inspect")
     database = env.database(clean_env)
     assert database["ENGINE"] == "django.db.backends.postgresql"
-    assert (database["HOST"], database["PORT"], database["NAME"]) == ("db.internal", 5433, "inspect")
+    assert (database["HOST"], database["PORT"], database["NAME"]) == (
+        "db.internal",
+        5433,
+        "inspect",
+    )
 
 
 @pytest.mark.parametrize(
@@ -98,7 +102,11 @@ def test_manage_py_reports_a_bad_setting_in_one_line(tmp_path):
     result = subprocess.run(
         [sys.executable, "manage.py", "check"],
         cwd=ROOT,
-        env={"PATH": "/usr/bin:/bin", "INSPECT_DATA_DIR": str(tmp_path), "DATABASE_URL": "mysql://x"},
+        env={
+            "PATH": "/usr/bin:/bin",
+            "INSPECT_DATA_DIR": str(tmp_path),
+            "DATABASE_URL": "mysql://x",
+        },
         capture_output=True,
         text=True,
         timeout=60,
