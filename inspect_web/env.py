@@ -56,6 +56,13 @@ def env_int(
     return value
 
 
+def env_choice(name: str, choices: list[str], default: str) -> str:
+    value = env_str(name, default).lower()
+    if value not in choices:
+        raise ConfigError(name, f"{value!r} is not one of {', '.join(choices)}")
+    return value
+
+
 def env_list(name: str, default: list[str]) -> list[str]:
     raw = os.environ.get(name)
     if raw is None or raw.strip() == "":
@@ -132,6 +139,8 @@ def _sqlite(path: Path) -> dict:
             "transaction_mode": "IMMEDIATE",
             "timeout": 20,
         },
+        # A file, not memory: tests start daphne and Celery workers that must share it.
+        "TEST": {"NAME": str(path.with_name(f"test-{path.name}"))},
     }
 
 

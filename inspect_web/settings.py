@@ -115,6 +115,38 @@ CELERY_BROKER_TRANSPORT_OPTIONS = {"visibility_timeout": 4 * 3600}
 CELERY_BEAT_SCHEDULER = "django_celery_beat.schedulers:DatabaseScheduler"
 CELERY_TIMEZONE = "UTC"
 
+# Sandboxes: the local backend (bubblewrap or gVisor) unless Modal is chosen and configured.
+SANDBOX_BACKEND = env.env_choice("INSPECT_SANDBOX_BACKEND", ["local", "modal"], "local")
+SANDBOX_RUNTIME = env.env_choice("INSPECT_SANDBOX_RUNTIME", ["bwrap", "runsc"], "bwrap")
+MODAL_TOKEN_ID = env.env_str("MODAL_TOKEN_ID")
+MODAL_TOKEN_SECRET = env.env_str("MODAL_TOKEN_SECRET")
+MODAL_APP_NAME = env.env_str("INSPECT_MODAL_APP", "inspect-web")
+if SANDBOX_BACKEND == "modal" and not (MODAL_TOKEN_ID and MODAL_TOKEN_SECRET):
+    raise env.ConfigError(
+        "INSPECT_SANDBOX_BACKEND", "'modal' needs MODAL_TOKEN_ID and MODAL_TOKEN_SECRET to be set"
+    )
+SNAPSHOT_KEEP = env.env_int("INSPECT_SNAPSHOT_KEEP", 3, minimum=1)
+SNAPSHOT_SETUP_TIMEOUT = env.env_int("INSPECT_SETUP_TIMEOUT", 1800, minimum=10)
+PREWARM_SECONDS = env.env_int("INSPECT_PREWARM_SECONDS", 120, minimum=5)
+
+CELERY_BEAT_SCHEDULE = {
+    "refresh-due-snapshots": {
+        "task": "snapshots.tasks.refresh_due_snapshots",
+        "schedule": 60.0,
+        "options": {"expires": 55},
+    },
+    "collect-snapshot-garbage": {
+        "task": "snapshots.tasks.collect_snapshot_garbage",
+        "schedule": 600.0,
+        "options": {"expires": 550},
+    },
+    "reap-prewarmed-sandboxes": {
+        "task": "snapshots.tasks.reap_prewarmed_sandboxes",
+        "schedule": 30.0,
+        "options": {"expires": 25},
+    },
+}
+
 AUTH_PASSWORD_VALIDATORS = [
     {"NAME": "django.contrib.auth.password_validation.UserAttributeSimilarityValidator"},
     {"NAME": "django.contrib.auth.password_validation.MinimumLengthValidator"},

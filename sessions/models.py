@@ -32,6 +32,14 @@ class Session(models.Model):
     branch = models.CharField(max_length=200)
     base_commit = models.CharField(max_length=64, blank=True)
     agent = models.CharField(max_length=40, default="builtin")
+    snapshot = models.ForeignKey(
+        "snapshots.Snapshot",
+        null=True,
+        blank=True,
+        on_delete=models.SET_NULL,
+        related_name="sessions",
+        help_text="The repository snapshot the session started from (kept while it lives).",
+    )
     # Changed only through sessions.states.transition(), which enforces the state machine.
     state = models.CharField(max_length=20, choices=State.choices, default=State.QUEUED)
     created_at = models.DateTimeField(auto_now_add=True)

@@ -24,6 +24,13 @@ class Repository(models.Model):
     )
     url = models.CharField(max_length=500, help_text="Any git URL or a local path.")
     default_branch = models.CharField(max_length=200, default="main")
+    recipe_override = models.TextField(
+        blank=True,
+        help_text="Recipe TOML set in the dashboard; overrides .inspect/environment.toml.",
+    )
+    refresh_minutes = models.PositiveIntegerField(
+        default=30, help_text="How often the snapshot is rebuilt (the recipe's value wins)."
+    )
     created_at = models.DateTimeField(auto_now_add=True)
 
     class Meta:
@@ -75,6 +82,10 @@ class Snapshot(models.Model):
     size_bytes = models.BigIntegerField(null=True, blank=True)
     file_count = models.IntegerField(null=True, blank=True)
     lockfile_hashes = models.JSONField(default=dict, blank=True)
+    recipe_toml = models.TextField(blank=True, help_text="The recipe the snapshot was built with.")
+    recipe_source = models.CharField(max_length=100, blank=True)
+    log = models.TextField(blank=True, help_text="Build output (head and tail when long).")
+    exit_code = models.IntegerField(null=True, blank=True)
     error = models.TextField(blank=True)
     created_at = models.DateTimeField(auto_now_add=True)
     finished_at = models.DateTimeField(null=True, blank=True)
@@ -87,4 +98,10 @@ class Snapshot(models.Model):
         return f"{self.repository} @ {self.commit[:10] or '?'} ({self.state})"
 
     def get_absolute_url(self) -> str:
-        return reverse("snapshots:list") + f"?repository={self.repository.name}"
+        return reverse("snapshots:detail", args=[self.pk])
+
+    @property
+    def age(self):
+        from django.utils import timezone
+
+        return timezone.now() - (self.finished_at or self.created_at)

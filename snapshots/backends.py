@@ -1,0 +1,40 @@
+"""Which sandbox backend this process uses, built once per process."""
+
+from __future__ import annotations
+
+import os
+
+from django.conf import settings
+
+from snapshots.sandbox import BackendUnavailable, SandboxBackend
+
+_backends: dict[tuple[int, str], SandboxBackend] = {}
+
+
+def sandbox_backend(name: str | None = None) -> SandboxBackend:
+    """The configured backend (`INSPECT_SANDBOX_BACKEND`), or the one named."""
+    name = name or settings.SANDBOX_BACKEND
+    key = (os.getpid(), name)
+    if key not in _backends:
+        _backends[key] = _build(name)
+    return _backends[key]
+
+
+def _build(name: str) -> SandboxBackend:
+    if name == "local":
+        from snapshots.sandbox.local import LocalBackend
+
+        return LocalBackend(root=settings.DATA_DIR / "sandbox", runtime=settings.SANDBOX_RUNTIME)
+    if name == "modal":
+        if not (settings.MODAL_TOKEN_ID and settings.MODAL_TOKEN_SECRET):
+            raise BackendUnavailable(
+                "the modal backend needs MODAL_TOKEN_ID and MODAL_TOKEN_SECRET to be set"
+            )
+        from snapshots.sandbox.modal_backend import ModalBackend
+
+        return ModalBackend(
+            token_id=settings.MODAL_TOKEN_ID,
+            token_secret=settings.MODAL_TOKEN_SECRET,
+            app_name=settings.MODAL_APP_NAME,
+        )
+    raise BackendUnavailable(f"unknown sandbox backend {name!r}; use 'local' or 'modal'")

@@ -1,0 +1,211 @@
+"""Building repository snapshots: mirror → clone → `setup` in a sandbox → frozen snapshot.
+
+One build at a time per repository (a Redis lock); a failed build leaves the last ready
+snapshot serving and records its log and exit code on the failed Snapshot row. Nothing is marked
+ready unless every step finished.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import errno
+import logging
+import os
+import shutil
+import time
+from collections.abc import Callable
+from pathlib import Path
+
+from django.conf import settings
+from django.db import transaction
+from django.utils import timezone
+
+from inspect_web.redis_client import get_redis
+from snapshots import mirror
+from snapshots.backends import sandbox_backend
+from snapshots.models import Repository, Snapshot
+from snapshots.recipe import LOCKFILE_PATTERNS, RECIPE_PATH, RecipeError, load_recipe
+from snapshots.sandbox import Limits, SandboxError
+
+log = logging.getLogger(__name__)
+
+LOG_HEAD = 20_000
+LOG_TAIL = 40_000
+LOCK_SECONDS = 3 * 3600
+
+
+class BuildFailed(Exception):
+    def __init__(self, message: str, exit_code: int | None = None) -> None:
+        self.exit_code = exit_code
+        super().__init__(message)
+
+
+class BuildLog:
+    """Build output kept whole up to a cap, then as head and tail."""
+
+    def __init__(self, echo: Callable[[str], None] | None = None) -> None:
+        self.head: list[str] = []
+        self.tail: list[str] = []
+        self.size = 0
+        self.dropped = 0
+        self.echo = echo
+
+    def write(self, line: str) -> None:
+        if self.echo:
+            self.echo(line)
+        if self.size < LOG_HEAD:
+            self.head.append(line)
+            self.size += len(line) + 1
+            return
+        self.tail.append(line)
+        tail_size = sum(len(t) + 1 for t in self.tail)
+        while tail_size > LOG_TAIL and self.tail:
+            tail_size -= len(self.tail.pop(0)) + 1
+            self.dropped += 1
+
+    def text(self) -> str:
+        middle = [f"… {self.dropped} lines omitted …"] if self.dropped else []
+        return "\n".join([*self.head, *middle, *self.tail])
+
+
+def _lock(repository: Repository):
+    return get_redis().lock(f"inspect:snapshot-build:{repository.pk}", timeout=LOCK_SECONDS)
+
+
+def snapshot_build(
+    repository: Repository,
+    *,
+    branch: str | None = None,
+    echo: Callable[[str], None] | None = None,
+) -> Snapshot:
+    """Build a new snapshot, or wait for the build already under way and return its result."""
+    lock = _lock(repository)
+    if not lock.acquire(blocking=False):
+        if echo:
+            echo(f"a build of {repository.name} is under way; waiting for it")
+        lock.acquire(blocking=True, blocking_timeout=LOCK_SECONDS)
+        lock.release()
+        latest = Snapshot.objects.filter(repository=repository).first()
+        if latest is not None:
+            return latest
+        lock.acquire(blocking=True)
+    try:
+        return _build(repository, branch or repository.default_branch, BuildLog(echo))
+    finally:
+        lock.release()
+
+
+def _build(repository: Repository, branch: str, build_log: BuildLog) -> Snapshot:
+    backend = sandbox_backend()
+    # We hold the build lock, so a row still "building" is from a build whose worker died.
+    Snapshot.objects.filter(repository=repository, state=Snapshot.State.BUILDING).update(
+        state=Snapshot.State.FAILED, error="the build was interrupted (its worker stopped)"
+    )
+    snapshot = Snapshot.objects.create(
+        repository=repository, branch=branch, backend=backend.name, state=Snapshot.State.BUILDING
+    )
+    workdir = settings.DATA_DIR / "builds" / str(snapshot.pk)
+    started = time.monotonic()
+    refs_to_drop = []
+    try:
+        build_log.write(f"$ git fetch {repository.url}")
+        mirror_dir = mirror.update_mirror(repository.name, repository.url)
+        workspace = workdir / "workspace"
+        workdir.mkdir(parents=True, exist_ok=True)
+        snapshot.commit = mirror.checkout(mirror_dir, branch, workspace)
+        build_log.write(f"checked out {branch} at {snapshot.commit}")
+        recipe = load_recipe(workspace, repository.recipe_override)
+        snapshot.recipe_source = recipe.source
+        if recipe.refresh_minutes != repository.refresh_minutes:
+            Repository.objects.filter(pk=repository.pk).update(
+                refresh_minutes=recipe.refresh_minutes
+            )
+        snapshot.recipe_toml = repository.recipe_override or _read(workspace / RECIPE_PATH)
+        snapshot.lockfile_hashes = mirror.lockfile_hashes(workspace, LOCKFILE_PATTERNS)
+        base_ref = backend.snapshot_from_directory(
+            str(workspace), labels={"repository": repository.name}
+        )
+        if not recipe.setup:
+            ref = base_ref
+            snapshot.size_bytes, snapshot.file_count = _measure(workspace)
+        else:
+            refs_to_drop.append(base_ref)
+            sandbox = backend.create(
+                snapshot=base_ref,
+                network=recipe.egress,
+                limits=Limits(wall_seconds=settings.SNAPSHOT_SETUP_TIMEOUT),
+                labels={"repository": repository.name, "purpose": "snapshot-build"},
+            )
+            try:
+                for command in recipe.setup:
+                    build_log.write(f"$ {command}")
+                    handle = sandbox.exec(command, cwd="/workspace")
+                    for line in handle:
+                        build_log.write(line.text)
+                    result = handle.wait()
+                    if not result.ok:
+                        why = f"hit its {result.limit_hit} limit" if result.limit_hit else ""
+                        raise BuildFailed(
+                            f"setup command {command!r} failed with exit code "
+                            f"{result.exit_code}{' and ' + why if why else ''}",
+                            exit_code=result.exit_code,
+                        )
+                measured = sandbox.run("du -sb . | cut -f1; find . -xdev | wc -l", cwd="/workspace")
+                numbers = measured.stdout.split()
+                if len(numbers) == 2:
+                    snapshot.size_bytes, snapshot.file_count = int(numbers[0]), int(numbers[1])
+                ref = sandbox.snapshot()
+            finally:
+                sandbox.terminate()
+        snapshot.backend_ref = str(ref)
+        snapshot.exit_code = 0
+        with transaction.atomic():
+            _finish(snapshot, build_log, started, Snapshot.State.READY)
+            Snapshot.objects.filter(
+                repository=repository, branch=branch, state=Snapshot.State.READY
+            ).exclude(pk=snapshot.pk).update(state=Snapshot.State.SUPERSEDED)
+        build_log.write(f"snapshot {snapshot.pk} ready in {snapshot.build_seconds:.1f} s")
+    except (mirror.MirrorError, RecipeError, BuildFailed, SandboxError, OSError) as exc:
+        snapshot.error = _describe(exc)
+        snapshot.exit_code = getattr(exc, "exit_code", None)
+        build_log.write(f"error: {snapshot.error}")
+        _finish(snapshot, build_log, started, Snapshot.State.FAILED)
+        log.warning("snapshot build of %s failed: %s", repository.name, snapshot.error)
+    finally:
+        for ref in refs_to_drop:
+            try:
+                backend.delete_snapshot(ref)
+            except SandboxError as exc:
+                log.warning("could not delete intermediate snapshot %s: %s", ref, exc)
+        shutil.rmtree(workdir, ignore_errors=True)
+    return snapshot
+
+
+def _finish(snapshot: Snapshot, build_log: BuildLog, started: float, state: str) -> None:
+    snapshot.state = state
+    snapshot.build_seconds = round(time.monotonic() - started, 3)
+    snapshot.finished_at = timezone.now()
+    snapshot.log = build_log.text()
+    snapshot.save()
+
+
+def _describe(exc: Exception) -> str:
+    if isinstance(exc, OSError) and exc.errno == errno.ENOSPC:
+        return f"the disk is full ({exc.filename or settings.DATA_DIR}); free space and refresh"
+    if isinstance(exc, mirror.MirrorError):
+        return f"cannot fetch the repository: {exc}"
+    return str(exc)
+
+
+def _read(path: Path) -> str:
+    return path.read_text(errors="replace") if path.is_file() else ""
+
+
+def _measure(tree: Path) -> tuple[int, int]:
+    size = count = 0
+    for root, dirs, files in os.walk(tree):
+        count += len(dirs) + len(files)
+        for name in files:
+            with contextlib.suppress(OSError):
+                size += os.lstat(os.path.join(root, name)).st_size
+    return size, count

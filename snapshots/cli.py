@@ -1,0 +1,258 @@
+"""`manage.py inspect repo|snapshot|sandbox|doctor …`."""
+
+from __future__ import annotations
+
+import json
+import subprocess
+import sys
+import time
+
+from django.contrib.auth import get_user_model
+from django.core.exceptions import ValidationError
+from django.core.management.base import CommandError
+
+from snapshots import mirror
+from snapshots.models import Membership, Repository, Role, Snapshot
+
+
+def register(areas, command) -> None:
+    def sub(parent, name, handler, help_text):
+        parser = parent.add_parser(name, help=help_text, description=help_text)
+        parser.set_defaults(handler=handler)
+        parser.called_from_command_line = True  # argparse errors print usage, not a traceback
+        return parser
+
+    repo = areas.add_parser("repo", help="repositories").add_subparsers(
+        dest="action", metavar="ACTION", required=True
+    )
+    add = sub(repo, "add", repo_add, "add a repository (any git URL or local path)")
+    add.add_argument("name")
+    add.add_argument("--url", required=True)
+    add.add_argument("--branch", default="main")
+    add.add_argument(
+        "--member",
+        action="append",
+        default=[],
+        metavar="USER[:ROLE]",
+        help="add a member (role: engineer, reviewer, manager, admin; default admin). "
+        "Without any, every superuser becomes an admin member.",
+    )
+    sub(repo, "list", repo_list, "list repositories").add_argument("--json", action="store_true")
+
+    snapshot = areas.add_parser("snapshot", help="repository snapshots").add_subparsers(
+        dest="action", metavar="ACTION", required=True
+    )
+    refresh = sub(snapshot, "refresh", snapshot_refresh, "build a snapshot now and wait for it")
+    refresh.add_argument("name")
+    refresh.add_argument("--branch")
+    refresh.add_argument("--json", action="store_true")
+    listing = sub(snapshot, "list", snapshot_list, "list snapshots")
+    listing.add_argument("name", nargs="?")
+    listing.add_argument("--json", action="store_true")
+    sub(snapshot, "gc", snapshot_gc, "delete snapshots nobody needs")
+
+    sandbox = areas.add_parser("sandbox", help="sandboxes").add_subparsers(
+        dest="action", metavar="ACTION", required=True
+    )
+    run = sub(sandbox, "exec", sandbox_exec, "restore the newest snapshot and run a command")
+    run.add_argument("name")
+    run.add_argument("--json", action="store_true", help="print timings as JSON after the output")
+    run.add_argument("--branch")
+    run.add_argument("argv", nargs="+", metavar="CMD")
+
+    sub(areas, "doctor", doctor, "what this machine's sandbox backend can do")
+
+
+def _repository(name: str) -> Repository:
+    try:
+        return Repository.objects.get(name=name)
+    except Repository.DoesNotExist:
+        known = ", ".join(Repository.objects.values_list("name", flat=True)) or "none yet"
+        raise CommandError(f"no repository named {name!r} (known: {known})") from None
+
+
+def repo_add(command, options) -> int:
+    name, url = options["name"], options["url"]
+    if Repository.objects.filter(name=name).exists():
+        raise CommandError(f"a repository named {name!r} already exists")
+    repository = Repository(name=name, url=url, default_branch=options["branch"])
+    try:
+        repository.full_clean()
+    except ValidationError as exc:
+        field, problems = next(iter(exc.message_dict.items()))
+        raise CommandError(f"{field}: {problems[0]}") from None
+    try:
+        source = mirror._source(url)
+        subprocess.run(
+            ["git", "ls-remote", "--exit-code", "--heads", source, options["branch"]],
+            check=True,
+            capture_output=True,
+            timeout=60,
+            env={"PATH": "/usr/bin:/bin", "GIT_TERMINAL_PROMPT": "0"},
+        )
+    except mirror.MirrorError as exc:
+        raise CommandError(f"cannot use {url}: {exc}; the repository was not added") from None
+    except subprocess.CalledProcessError as exc:
+        reason = (exc.stderr or b"").decode(errors="replace").strip().splitlines()
+        if exc.returncode == 2 and not reason:
+            reason = [f"it has no branch {options['branch']!r}"]
+        raise CommandError(
+            f"cannot use {url}: {(reason or ['not a git repository'])[-1].removeprefix('fatal: ')}"
+            "; the repository was not added"
+        ) from None
+    except subprocess.TimeoutExpired:
+        raise CommandError(
+            f"cannot reach {url} within 60 s; the repository was not added"
+        ) from None
+    members = _members(options["member"])
+    repository.save()
+    for user, role in members:
+        Membership.objects.create(user=user, repository=repository, role=role)
+    command.stdout.write(f"added repository {name} ({url}, branch {options['branch']})")
+    for user, role in members:
+        command.stdout.write(f"  {user.get_username()} is {role}")
+    return 0
+
+
+def _members(specs: list[str]):
+    users = get_user_model()
+    if not specs:
+        return [(user, Role.ADMIN) for user in users.objects.filter(is_superuser=True)]
+    members = []
+    for spec in specs:
+        username, _, role = spec.partition(":")
+        role = role or Role.ADMIN
+        if role not in Role.values:
+            raise CommandError(f"--member {spec}: unknown role {role!r} ({', '.join(Role.values)})")
+        user = users.objects.filter(username=username).first()
+        if user is None:
+            raise CommandError(f"--member {spec}: no user named {username!r}")
+        members.append((user, role))
+    return members
+
+
+def repo_list(command, options) -> int:
+    rows = [
+        {"name": r.name, "url": r.url, "branch": r.default_branch} for r in Repository.objects.all()
+    ]
+    if options["json"]:
+        command.stdout.write(json.dumps(rows))
+    else:
+        for row in rows:
+            command.stdout.write(f"{row['name']:<24} {row['branch']:<16} {row['url']}")
+    return 0
+
+
+def _snapshot_json(snapshot: Snapshot) -> dict:
+    return {
+        "id": snapshot.pk,
+        "repository": snapshot.repository.name,
+        "branch": snapshot.branch,
+        "commit": snapshot.commit,
+        "state": snapshot.state,
+        "backend": snapshot.backend,
+        "build_seconds": snapshot.build_seconds,
+        "size_bytes": snapshot.size_bytes,
+        "file_count": snapshot.file_count,
+        "error": snapshot.error,
+        "created_at": snapshot.created_at.isoformat(),
+    }
+
+
+def snapshot_refresh(command, options) -> int:
+    from snapshots.build import snapshot_build
+
+    repository = _repository(options["name"])
+    echo = None if options["json"] else command.stdout.write
+    snapshot = snapshot_build(repository, branch=options["branch"], echo=echo)
+    data = _snapshot_json(snapshot)
+    if options["json"]:
+        command.stdout.write(json.dumps(data))
+    else:
+        command.stdout.write(
+            f"snapshot {data['id']} {data['state']}: commit {data['commit'][:12]}, "
+            f"{data['build_seconds']} s, {data['size_bytes']} bytes, {data['file_count']} files"
+        )
+    if snapshot.state != Snapshot.State.READY:
+        command.stderr.write(f"build failed: {snapshot.error}")
+        return 1
+    return 0
+
+
+def snapshot_list(command, options) -> int:
+    snapshots = Snapshot.objects.select_related("repository")
+    if options["name"]:
+        snapshots = snapshots.filter(repository=_repository(options["name"]))
+    rows = [_snapshot_json(s) for s in snapshots[:200]]
+    if options["json"]:
+        command.stdout.write(json.dumps(rows))
+        return 0
+    for row in rows:
+        command.stdout.write(
+            f"{row['id']:>5} {row['repository']:<20} {row['branch']:<12} {row['commit'][:10]:<10} "
+            f"{row['state']:<10} {row['build_seconds'] or '':>8} {row['error'][:60]}"
+        )
+    return 0
+
+
+def snapshot_gc(command, options) -> int:
+    from snapshots.garbage import collect_snapshot_garbage
+
+    deleted = collect_snapshot_garbage()
+    command.stdout.write(f"deleted {len(deleted)} snapshots" + (f": {deleted}" if deleted else ""))
+    return 0
+
+
+def sandbox_exec(command, options) -> int:
+    from snapshots.restore import NoSnapshot, restore_sandbox
+    from snapshots.sandbox import SandboxError
+
+    repository = _repository(options["name"])
+    argv = options["argv"]
+    started = time.perf_counter()
+    try:
+        restored = restore_sandbox(repository, branch=options["branch"])
+    except (NoSnapshot, SandboxError, mirror.MirrorError) as exc:
+        raise CommandError(str(exc)) from None
+    sandbox = restored.sandbox
+    try:
+        exec_started = time.perf_counter()
+        handle = sandbox.exec(argv if len(argv) > 1 else argv[0], cwd="/workspace")
+        for line in handle:
+            stream = sys.stdout if line.stream == "stdout" else sys.stderr
+            stream.write(line.text + "\n")
+            stream.flush()
+        result = handle.wait()
+        exec_ms = (time.perf_counter() - exec_started) * 1000
+    finally:
+        sandbox.terminate()
+    if result.limit_hit:
+        command.stderr.write(f"the command hit its {result.limit_hit} limit")
+    if options["json"]:
+        timings = {
+            **restored.timings,
+            "exec_ms": round(exec_ms, 2),
+            "total_ms": round((time.perf_counter() - started) * 1000, 2),
+        }
+        command.stdout.write(
+            json.dumps(
+                {
+                    "exit_code": result.exit_code,
+                    "snapshot": restored.snapshot.pk,
+                    "commit": restored.commit,
+                    "drift_commits": restored.drift_commits,
+                    **timings,
+                }
+            )
+        )
+    return result.exit_code
+
+
+def doctor(command, options) -> int:
+    from snapshots.backends import sandbox_backend
+
+    backend = sandbox_backend()
+    command.stdout.write(f"sandbox backend: {backend.name}")
+    for line in backend.doctor():
+        command.stdout.write(f"  {line}")
+    return 0

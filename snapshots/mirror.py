@@ -1,0 +1,121 @@
+"""Bare mirrors of repositories, kept by the worker outside every sandbox.
+
+Sandboxes never fetch: builds clone from the mirror, and sessions catch up from it with a git
+bundle written into the workspace, so no credentials or network reach the sandbox.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import os
+import shutil
+import subprocess
+from pathlib import Path
+
+from django.conf import settings
+
+GIT_TIMEOUT = 600
+
+
+class MirrorError(RuntimeError):
+    """git could not fetch or read the repository; the message carries git's own reason."""
+
+
+def _git(*args: str, cwd: Path | None = None, timeout: int = GIT_TIMEOUT) -> str:
+    env = {
+        "PATH": os.environ.get("PATH", "/usr/bin:/bin"),
+        "HOME": str(settings.DATA_DIR),
+        "GIT_TERMINAL_PROMPT": "0",  # never hang waiting for a password
+        "GIT_CONFIG_NOSYSTEM": "1",
+        "LC_ALL": "C",
+    }
+    try:
+        result = subprocess.run(
+            ["git", *args], cwd=cwd, env=env, capture_output=True, text=True, timeout=timeout
+        )
+    except subprocess.TimeoutExpired:
+        raise MirrorError(f"git {args[0]} took longer than {timeout} s") from None
+    if result.returncode != 0:
+        lines = [line for line in result.stderr.strip().splitlines() if line.strip()]
+        reason = lines[-1] if lines else f"exit status {result.returncode}"
+        raise MirrorError(reason.removeprefix("fatal: "))
+    return result.stdout
+
+
+def mirror_path(repository_name: str) -> Path:
+    return settings.DATA_DIR / "mirrors" / f"{repository_name}.git"
+
+
+def _source(url: str) -> str:
+    # A plain local path is accepted as well as any git URL.
+    if "://" not in url and not url.startswith("git@"):
+        path = Path(url).expanduser()
+        if not path.exists():
+            raise MirrorError(f"{url} does not exist")
+        return str(path.resolve())
+    return url
+
+
+def update_mirror(repository_name: str, url: str) -> Path:
+    """Create or fetch the bare mirror; raises MirrorError for an unreachable or non-git URL."""
+    path = mirror_path(repository_name)
+    if (path / "HEAD").exists():
+        _git("remote", "set-url", "origin", _source(url), cwd=path)
+        _git("fetch", "--prune", "--quiet", "origin", "+refs/heads/*:refs/heads/*", cwd=path)
+        return path
+    path.parent.mkdir(parents=True, exist_ok=True)
+    partial = path.with_name(path.name + ".partial")
+    shutil.rmtree(partial, ignore_errors=True)
+    try:
+        _git("clone", "--mirror", "--quiet", _source(url), str(partial))
+    except MirrorError:
+        shutil.rmtree(partial, ignore_errors=True)
+        raise
+    partial.rename(path)
+    return path
+
+
+def head_commit(mirror: Path, branch: str) -> str:
+    try:
+        return _git("rev-parse", "--verify", f"refs/heads/{branch}^{{commit}}", cwd=mirror).strip()
+    except MirrorError:
+        raise MirrorError(f"branch {branch!r} does not exist in the repository") from None
+
+
+def checkout(mirror: Path, branch: str, destination: Path) -> str:
+    """Clone `branch` from the mirror into `destination` (self-contained); returns the commit."""
+    _git("clone", "--quiet", "--branch", branch, "--no-hardlinks", str(mirror), str(destination))
+    # The sandbox has no route to the mirror's path; keep a name that says where it came from.
+    _git("remote", "set-url", "origin", "inspect-mirror", cwd=destination)
+    return _git("rev-parse", "HEAD", cwd=destination).strip()
+
+
+def drift(mirror: Path, base: str, head: str) -> tuple[int, list[str]]:
+    """Commits and changed paths between `base` and `head`."""
+    if base == head:
+        return 0, []
+    commits = int(_git("rev-list", "--count", f"{base}..{head}", cwd=mirror).strip() or 0)
+    paths = [p for p in _git("diff", "--name-only", base, head, cwd=mirror).splitlines() if p]
+    return commits, paths
+
+
+def bundle(mirror: Path, base: str, head: str, branch: str) -> bytes:
+    """A git bundle with the commits from `base` to `head`, to be fetched inside a sandbox."""
+    tmp = mirror / f"inspect-{base[:12]}-{head[:12]}.bundle"
+    try:
+        # A temporary branch name so the bundle carries a ref the sandbox can fetch.
+        _git("bundle", "create", str(tmp), f"{base}..refs/heads/{branch}", cwd=mirror)
+        return tmp.read_bytes()
+    finally:
+        tmp.unlink(missing_ok=True)
+
+
+def lockfile_hashes(workspace: Path, patterns: tuple[str, ...]) -> dict[str, str]:
+    """sha256 of each lockfile at the top of the tree (and one level down, for monorepos)."""
+    found: dict[str, str] = {}
+    for pattern in patterns:
+        for path in [*workspace.glob(pattern), *workspace.glob(f"*/{pattern}")]:
+            if path.is_file() and ".git" not in path.parts:
+                rel = str(path.relative_to(workspace))
+                found[rel] = hashlib.sha256(path.read_bytes()).hexdigest()
+    return dict(sorted(found.items()))

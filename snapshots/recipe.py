@@ -1,0 +1,121 @@
+"""The repository recipe (`.inspect/environment.toml`, or the dashboard's override).
+
+See DESIGN.md, "The repository recipe". Parsing is strict: an unknown key or a wrong type is a
+RecipeError naming the key, so a typo never silently drops a setup step.
+"""
+
+from __future__ import annotations
+
+import tomllib
+from dataclasses import dataclass, field
+from pathlib import Path
+
+from snapshots.sandbox import NetworkPolicy
+
+RECIPE_PATH = ".inspect/environment.toml"
+# Lockfiles whose hashes are stored with each snapshot; a change makes the snapshot stale.
+LOCKFILE_PATTERNS = (
+    "poetry.lock",
+    "uv.lock",
+    "Pipfile.lock",
+    "package-lock.json",
+    "yarn.lock",
+    "pnpm-lock.yaml",
+    "Cargo.lock",
+    "go.sum",
+    "Gemfile.lock",
+    "composer.lock",
+    "requirements*.txt",
+)
+
+
+class RecipeError(ValueError):
+    """The recipe does not parse or has a wrong value; the message says where and what."""
+
+
+@dataclass(frozen=True)
+class Preview:
+    command: str
+    url: str
+    ready_path: str = "/"
+
+
+@dataclass(frozen=True)
+class Recipe:
+    setup: tuple[str, ...] = ()
+    start: tuple[str, ...] = ()
+    verify: tuple[str, ...] = ()
+    preview: Preview | None = None
+    ui: tuple[str, ...] = ()
+    egress: NetworkPolicy = field(default_factory=NetworkPolicy)
+    refresh_minutes: int = 30
+    source: str = "default"  # where it came from: the repository file, the dashboard, or default
+
+
+_KEYS = {"setup", "start", "verify", "preview", "ui", "egress", "refresh_minutes"}
+
+
+def _commands(data: dict, key: str, where: str) -> tuple[str, ...]:
+    value = data.get(key, [])
+    if isinstance(value, str):
+        value = [value]
+    if not isinstance(value, list) or not all(isinstance(v, str) and v.strip() for v in value):
+        raise RecipeError(f"{where}: '{key}' must be a list of non-empty command strings")
+    return tuple(value)
+
+
+def parse_recipe(text: str, *, where: str = RECIPE_PATH) -> Recipe:
+    """Parse recipe TOML. Raises RecipeError with the location of the problem."""
+    try:
+        data = tomllib.loads(text)
+    except tomllib.TOMLDecodeError as exc:
+        raise RecipeError(f"{where} does not parse: {exc}") from None
+    unknown = sorted(set(data) - _KEYS)
+    if unknown:
+        raise RecipeError(
+            f"{where}: unknown key {unknown[0]!r}; known keys are {', '.join(sorted(_KEYS))}"
+        )
+    preview = data.get("preview")
+    if preview is not None:
+        if not isinstance(preview, dict) or not {"command", "url"} <= set(preview):
+            raise RecipeError(f"{where}: 'preview' needs a command and a url")
+        preview = Preview(
+            command=str(preview["command"]),
+            url=str(preview["url"]),
+            ready_path=str(preview.get("ready_path", "/")),
+        )
+    egress = data.get("egress", {"mode": "none"})
+    if not isinstance(egress, dict):
+        raise RecipeError(f"{where}: 'egress' must be a table like {{ mode = \"none\" }}")
+    try:
+        policy = NetworkPolicy(
+            mode=egress.get("mode", "none"), domains=tuple(egress.get("domains", ()))
+        )
+    except (ValueError, TypeError) as exc:
+        raise RecipeError(f"{where}: egress: {exc}") from None
+    refresh = data.get("refresh_minutes", 30)
+    if not isinstance(refresh, int) or isinstance(refresh, bool) or not 1 <= refresh <= 7 * 24 * 60:
+        raise RecipeError(f"{where}: 'refresh_minutes' must be a whole number from 1 to 10080")
+    ui = data.get("ui", [])
+    if not isinstance(ui, list) or not all(isinstance(v, str) for v in ui):
+        raise RecipeError(f"{where}: 'ui' must be a list of glob strings")
+    return Recipe(
+        setup=_commands(data, "setup", where),
+        start=_commands(data, "start", where),
+        verify=_commands(data, "verify", where),
+        preview=preview,
+        ui=tuple(ui),
+        egress=policy,
+        refresh_minutes=refresh,
+        source=where,
+    )
+
+
+def load_recipe(workspace: Path, override: str = "") -> Recipe:
+    """The dashboard's override when set, else the repository's own file, else the default."""
+    if override.strip():
+        return parse_recipe(override, where="the recipe set in the dashboard")
+    path = workspace / RECIPE_PATH
+    if path.is_file():
+        return parse_recipe(path.read_text(errors="replace"))
+    return Recipe()

@@ -1,0 +1,151 @@
+"""Restoring a repository's sandbox: newest ready snapshot + drift sync + `start` commands."""
+
+from __future__ import annotations
+
+import fnmatch
+import time
+from collections.abc import Mapping
+from dataclasses import dataclass, field
+
+from django.db import transaction
+
+from snapshots import mirror
+from snapshots.backends import sandbox_backend
+from snapshots.models import Repository, Snapshot
+from snapshots.recipe import LOCKFILE_PATTERNS, Recipe, parse_recipe
+from snapshots.sandbox import Limits, Sandbox, SandboxError, SnapshotRef
+
+SYNC_BUNDLE = ".git/inspect-sync.bundle"
+
+
+class NoSnapshot(Exception):
+    """The repository has no ready snapshot yet; the message says how to build one."""
+
+
+@dataclass
+class Restored:
+    sandbox: Sandbox
+    snapshot: Snapshot
+    recipe: Recipe
+    commit: str
+    timings: dict[str, float] = field(default_factory=dict)  # milliseconds
+    drift_commits: int = 0
+    drift_files: list[str] = field(default_factory=list)
+    stale: bool = False  # a lockfile changed since the snapshot; setup was re-run
+
+
+def newest_ready(repository: Repository, branch: str | None = None) -> Snapshot:
+    branch = branch or repository.default_branch
+    snapshot = (
+        Snapshot.objects.filter(repository=repository, branch=branch, state=Snapshot.State.READY)
+        .order_by("-created_at")
+        .first()
+    )
+    if snapshot is None:
+        raise NoSnapshot(
+            f"{repository.name} has no ready snapshot of branch {branch!r}; build one with "
+            f"`python manage.py inspect snapshot refresh {repository.name}`"
+        )
+    return snapshot
+
+
+def recipe_of(snapshot: Snapshot) -> Recipe:
+    if not snapshot.recipe_toml.strip():
+        return Recipe()
+    return parse_recipe(snapshot.recipe_toml, where=snapshot.recipe_source or "recipe")
+
+
+def restore_sandbox(
+    repository: Repository,
+    *,
+    branch: str | None = None,
+    snapshot_ref: str | None = None,
+    sandbox_id: str | None = None,
+    env: Mapping[str, str] | None = None,
+    limits: Limits | None = None,
+    sync: bool = True,
+    run_start: bool = True,
+) -> Restored:
+    """Restore a sandbox of `repository`; `snapshot_ref` (a session's own snapshot) wins over
+    the repository's newest. Drift since the snapshot's commit is applied from the mirror, with
+    no credentials and no network inside the sandbox."""
+    snapshot = newest_ready(repository, branch)
+    recipe = recipe_of(snapshot)
+    backend = sandbox_backend()
+    timings: dict[str, float] = {}
+    started = time.perf_counter()
+    sandbox = backend.create(
+        snapshot=SnapshotRef.parse(snapshot_ref or snapshot.backend_ref),
+        sandbox_id=sandbox_id,
+        network=recipe.egress,
+        env=env,
+        limits=limits,
+        labels={"repository": repository.name},
+    )
+    timings["restore_ms"] = _ms(started)
+    restored = Restored(sandbox=sandbox, snapshot=snapshot, recipe=recipe, commit=snapshot.commit)
+    restored.timings = timings
+    try:
+        if sync and snapshot_ref is None:
+            started = time.perf_counter()
+            _sync_drift(restored, repository)
+            timings["sync_ms"] = _ms(started)
+        if run_start and recipe.start:
+            started = time.perf_counter()
+            for command in recipe.start:
+                result = sandbox.run(command, cwd="/workspace", timeout=300)
+                if not result.ok:
+                    raise SandboxError(
+                        f"start command {command!r} failed with exit code {result.exit_code}: "
+                        f"{result.stderr.strip()[-500:]}"
+                    )
+            timings["start_ms"] = _ms(started)
+    except BaseException:
+        sandbox.terminate()
+        raise
+    return restored
+
+
+def _sync_drift(restored: Restored, repository: Repository) -> None:
+    mirror_dir = mirror.mirror_path(repository.name)
+    if not (mirror_dir / "HEAD").exists():
+        return
+    head = mirror.head_commit(mirror_dir, restored.snapshot.branch)
+    if head == restored.snapshot.commit:
+        return
+    commits, paths = mirror.drift(mirror_dir, restored.snapshot.commit, head)
+    data = mirror.bundle(mirror_dir, restored.snapshot.commit, head, restored.snapshot.branch)
+    sandbox = restored.sandbox
+    sandbox.write_file(SYNC_BUNDLE, data)
+    branch = restored.snapshot.branch
+    result = sandbox.run(
+        f"git fetch --quiet {SYNC_BUNDLE} +refs/heads/{branch}:refs/inspect/sync"
+        f" && git reset --quiet --keep refs/inspect/sync && rm -f {SYNC_BUNDLE}",
+        cwd="/workspace",
+        timeout=300,
+    )
+    if not result.ok:
+        raise SandboxError(f"catching up {commits} commits failed: {result.stderr.strip()[-500:]}")
+    restored.commit, restored.drift_commits, restored.drift_files = head, commits, paths
+    changed_lockfiles = [
+        path
+        for path in paths
+        if path in restored.snapshot.lockfile_hashes
+        or any(fnmatch.fnmatch(path.rsplit("/", 1)[-1], p) for p in LOCKFILE_PATTERNS)
+    ]
+    if changed_lockfiles:
+        restored.stale = True
+        for command in restored.recipe.setup:
+            result = sandbox.run(command, cwd="/workspace")
+            if not result.ok:
+                raise SandboxError(
+                    f"re-running setup after {changed_lockfiles[0]} changed failed: "
+                    f"{command!r} exited {result.exit_code}"
+                )
+        from snapshots.tasks import refresh_snapshot
+
+        transaction.on_commit(lambda: refresh_snapshot.delay(repository.pk))
+
+
+def _ms(started: float) -> float:
+    return round((time.perf_counter() - started) * 1000, 2)

@@ -1,0 +1,57 @@
+"""Celery tasks: thin wrappers over the snapshot services."""
+
+from __future__ import annotations
+
+from datetime import timedelta
+
+from celery import shared_task
+from django.db.models import Max
+from django.utils import timezone
+
+from snapshots.models import Repository, Snapshot
+
+
+@shared_task(acks_late=True)
+def refresh_snapshot(repository_id: int) -> int | None:
+    from snapshots.build import snapshot_build
+
+    repository = Repository.objects.filter(pk=repository_id).first()
+    if repository is None:
+        return None
+    return snapshot_build(repository).pk
+
+
+@shared_task
+def refresh_due_snapshots() -> list[int]:
+    """Queue a build for every repository whose newest snapshot is older than its interval."""
+    due = []
+    now = timezone.now()
+    repositories = Repository.objects.annotate(last=Max("snapshots__created_at"))
+    building = set(
+        Snapshot.objects.filter(state=Snapshot.State.BUILDING).values_list(
+            "repository_id", flat=True
+        )
+    )
+    for repository in repositories:
+        if repository.pk in building:
+            continue
+        if repository.last is None or now - repository.last >= timedelta(
+            minutes=repository.refresh_minutes
+        ):
+            refresh_snapshot.delay(repository.pk)
+            due.append(repository.pk)
+    return due
+
+
+@shared_task
+def collect_snapshot_garbage() -> list[int]:
+    from snapshots.garbage import collect_snapshot_garbage as collect
+
+    return collect()
+
+
+@shared_task
+def reap_prewarmed_sandboxes() -> int:
+    from snapshots.prewarm import reap_prewarmed_sandboxes as reap
+
+    return reap()
