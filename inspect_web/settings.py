@@ -128,6 +128,7 @@ if SANDBOX_BACKEND == "modal" and not (MODAL_TOKEN_ID and MODAL_TOKEN_SECRET):
 SNAPSHOT_KEEP = env.env_int("INSPECT_SNAPSHOT_KEEP", 3, minimum=1)
 SNAPSHOT_SETUP_TIMEOUT = env.env_int("INSPECT_SETUP_TIMEOUT", 1800, minimum=10)
 PREWARM_SECONDS = env.env_int("INSPECT_PREWARM_SECONDS", 120, minimum=5)
+SANDBOX_IDLE_SECONDS = env.env_int("INSPECT_SANDBOX_IDLE_SECONDS", 900, minimum=30)
 
 CELERY_BEAT_SCHEDULE = {
     "refresh-due-snapshots": {
@@ -139,6 +140,16 @@ CELERY_BEAT_SCHEDULE = {
         "task": "snapshots.tasks.collect_snapshot_garbage",
         "schedule": 600.0,
         "options": {"expires": 550},
+    },
+    "watch-sessions": {
+        "task": "sessions.tasks.watch_sessions",
+        "schedule": 5.0,
+        "options": {"expires": 5},
+    },
+    "reap-idle-sandboxes": {
+        "task": "sessions.tasks.reap_idle_sandboxes",
+        "schedule": 60.0,
+        "options": {"expires": 55},
     },
     "reap-prewarmed-sandboxes": {
         "task": "snapshots.tasks.reap_prewarmed_sandboxes",

@@ -40,8 +40,22 @@ class Session(models.Model):
         related_name="sessions",
         help_text="The repository snapshot the session started from (kept while it lives).",
     )
-    # Changed only through sessions.states.transition(), which enforces the state machine.
+    # Changed only through sessions.services.session_transition (the table is sessions.states).
     state = models.CharField(max_length=20, choices=State.choices, default=State.QUEUED)
+    # The newest Event.seq; bumped in the same transaction as the insert, so seq is gap-free.
+    last_seq = models.PositiveBigIntegerField(default=0)
+    sandbox_id = models.CharField(max_length=100, blank=True)
+    sandbox_backend = models.CharField(max_length=40, blank=True)
+    session_snapshot_ref = models.CharField(
+        max_length=500, blank=True, help_text="The session's own snapshot after its last turn."
+    )
+    agent_command = models.TextField(blank=True, help_text="For the `command` agent.")
+    # The driver's fencing token: writes by a driver holding an older token are refused.
+    driver_fence = models.PositiveBigIntegerField(default=0)
+    timings = models.JSONField(default=dict, blank=True)
+    drift = models.JSONField(default=dict, blank=True)
+    diff_stats = models.JSONField(default=dict, blank=True)
+    error = models.TextField(blank=True)
     created_at = models.DateTimeField(auto_now_add=True)
     updated_at = models.DateTimeField(auto_now=True)
 
@@ -74,7 +88,11 @@ class Prompt(models.Model):
     text = models.TextField()
     order = models.PositiveIntegerField()
     state = models.CharField(max_length=20, choices=State.choices, default=State.QUEUED)
+    commit = models.CharField(max_length=64, blank=True, help_text="The turn's commit, if any.")
+    attempts = models.PositiveSmallIntegerField(default=0)
     created_at = models.DateTimeField(auto_now_add=True)
+    started_at = models.DateTimeField(null=True, blank=True)
+    finished_at = models.DateTimeField(null=True, blank=True)
 
     class Meta:
         ordering = ["session", "order"]

@@ -93,12 +93,11 @@ def repo_add(command, options) -> int:
     except mirror.MirrorError as exc:
         raise CommandError(f"cannot use {url}: {exc}; the repository was not added") from None
     except subprocess.CalledProcessError as exc:
-        reason = (exc.stderr or b"").decode(errors="replace").strip().splitlines()
+        reason = mirror.git_reason((exc.stderr or b"").decode(errors="replace"))
         if exc.returncode == 2 and not reason:
-            reason = [f"it has no branch {options['branch']!r}"]
+            reason = f"it has no branch {options['branch']!r}"
         raise CommandError(
-            f"cannot use {url}: {(reason or ['not a git repository'])[-1].removeprefix('fatal: ')}"
-            "; the repository was not added"
+            f"cannot use {url}: {reason or 'not a git repository'}; the repository was not added"
         ) from None
     except subprocess.TimeoutExpired:
         raise CommandError(

@@ -36,10 +36,18 @@ def _git(*args: str, cwd: Path | None = None, timeout: int = GIT_TIMEOUT) -> str
     except subprocess.TimeoutExpired:
         raise MirrorError(f"git {args[0]} took longer than {timeout} s") from None
     if result.returncode != 0:
-        lines = [line for line in result.stderr.strip().splitlines() if line.strip()]
-        reason = lines[-1] if lines else f"exit status {result.returncode}"
-        raise MirrorError(reason.removeprefix("fatal: "))
+        raise MirrorError(git_reason(result.stderr) or f"git exited {result.returncode}")
     return result.stdout
+
+
+def git_reason(stderr: str) -> str:
+    """git's own one-line reason: its first fatal/error line (the rest is advice)."""
+    lines = [line.strip() for line in stderr.splitlines() if line.strip()]
+    for line in lines:
+        for prefix in ("fatal: ", "error: "):
+            if line.startswith(prefix):
+                return line.removeprefix(prefix)
+    return lines[-1] if lines else ""
 
 
 def mirror_path(repository_name: str) -> Path:

@@ -59,6 +59,7 @@ def restore_sandbox(
     repository: Repository,
     *,
     branch: str | None = None,
+    snapshot: Snapshot | None = None,
     snapshot_ref: str | None = None,
     sandbox_id: str | None = None,
     env: Mapping[str, str] | None = None,
@@ -66,10 +67,11 @@ def restore_sandbox(
     sync: bool = True,
     run_start: bool = True,
 ) -> Restored:
-    """Restore a sandbox of `repository`; `snapshot_ref` (a session's own snapshot) wins over
-    the repository's newest. Drift since the snapshot's commit is applied from the mirror, with
-    no credentials and no network inside the sandbox."""
-    snapshot = newest_ready(repository, branch)
+    """Restore a sandbox of `repository` from `snapshot` (default: the newest ready one of the
+    branch); `snapshot_ref` (a session's own snapshot) wins over it as the filesystem. Drift since
+    the snapshot's commit is applied from the mirror, with no credentials and no network inside
+    the sandbox."""
+    snapshot = snapshot or newest_ready(repository, branch)
     recipe = recipe_of(snapshot)
     backend = sandbox_backend()
     timings: dict[str, float] = {}
@@ -88,7 +90,7 @@ def restore_sandbox(
     try:
         if sync and snapshot_ref is None:
             started = time.perf_counter()
-            _sync_drift(restored, repository)
+            sync_drift(restored, repository)
             timings["sync_ms"] = _ms(started)
         if run_start and recipe.start:
             started = time.perf_counter()
@@ -106,8 +108,12 @@ def restore_sandbox(
     return restored
 
 
-def _sync_drift(restored: Restored, repository: Repository) -> None:
+def sync_drift(restored: Restored, repository: Repository, *, fetch: bool = False) -> None:
+    """Catch the restored workspace up with the branch head in the mirror (fetched first when
+    `fetch`); a changed lockfile re-runs `setup` and queues a snapshot refresh."""
     mirror_dir = mirror.mirror_path(repository.name)
+    if fetch:
+        mirror.update_mirror(repository.name, repository.url)
     if not (mirror_dir / "HEAD").exists():
         return
     head = mirror.head_commit(mirror_dir, restored.snapshot.branch)

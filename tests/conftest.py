@@ -56,3 +56,66 @@ def team(db) -> Team:
     outsider = users.objects.create_user("outsider", password="correct horse battery staple")
     Membership.objects.create(user=outsider, repository=other, role=Role.ADMIN)
     return Team(repository=repository, other_repository=other, outsider=outsider, **made)
+
+
+def test_database_url() -> str:
+    """The URL of the database the tests run on, for processes the tests start."""
+    from urllib.parse import quote
+
+    from django.db import connection
+
+    db = connection.settings_dict
+    if db["ENGINE"].endswith("sqlite3"):
+        return f"sqlite:///{db['NAME']}"
+    auth = quote(db["USER"] or "")
+    if db.get("PASSWORD"):
+        auth += ":" + quote(db["PASSWORD"])
+    return f"postgres://{auth}@{db['HOST'] or '127.0.0.1'}:{db['PORT'] or 5432}/{db['NAME']}"
+
+
+test_database_url.__test__ = False  # a helper, not a test
+
+
+def child_env(**extra: str) -> dict[str, str]:
+    """Environment for a daphne or Celery process sharing this test run's database and Redis."""
+    import os
+
+    env = {k: v for k, v in os.environ.items() if k in {"PATH", "HOME", "LANG", "SECRET_KEY"}}
+    env.update(
+        DJANGO_SETTINGS_MODULE="inspect_web.settings",
+        DATABASE_URL=test_database_url(),
+        REDIS_URL=settings.REDIS_URL,
+        INSPECT_DATA_DIR=str(settings.DATA_DIR),
+    )
+    env.update(extra)
+    return env
+
+
+@pytest.fixture
+def celery_worker_process(transactional_db):
+    """A real Celery worker process on the test database and Redis."""
+    import subprocess
+    import sys
+    import time
+
+    from inspect_web.celery import app
+
+    app.control.purge()
+    worker = subprocess.Popen(
+        [sys.executable, "-m", "celery", "-A", "inspect_web", "worker", "-P", "solo",
+         "-l", "warning", "-n", f"test-{time.monotonic_ns()}@%h", "--without-mingle",
+         "--without-gossip"],
+        env=child_env(),
+        cwd=settings.BASE_DIR,
+    )  # fmt: skip
+    deadline = time.monotonic() + 60
+    while not app.control.ping(timeout=0.5):
+        if worker.poll() is not None or time.monotonic() > deadline:
+            worker.kill()
+            pytest.fail("the Celery worker did not start")
+    yield worker
+    worker.terminate()
+    try:
+        worker.wait(timeout=20)
+    except subprocess.TimeoutExpired:
+        worker.kill()

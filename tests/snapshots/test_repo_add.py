@@ -45,7 +45,7 @@ def test_a_bad_url_is_refused_and_nothing_is_added(inspect_cli, url, message):
 def test_a_directory_that_is_not_git_is_refused(inspect_cli, tmp_path):
     code, _, err = inspect_cli("repo", "add", "widgets", "--url", str(tmp_path))
     assert code == 1
-    assert "not a git repository" in err
+    assert "does not appear to be a git repository" in err
     assert not Repository.objects.exists()
 
 

@@ -1,0 +1,81 @@
+"""The agent runtime protocol: a turn in, a stream of typed agent events out.
+
+Every runtime (the built-in agent, OpenCode, Claude Code, Codex, a plain command) maps its own
+output onto `AgentEvent`s; the session runner turns them into Event rows. Runtimes run their tools
+through the sandbox: nothing executes on the worker host.
+"""
+
+from __future__ import annotations
+
+from abc import ABC, abstractmethod
+from collections.abc import Iterator, Mapping
+from dataclasses import dataclass, field
+from typing import Any, Literal
+
+from snapshots.sandbox import Sandbox
+
+AgentEventKind = Literal[
+    "message", "reasoning", "tool_call", "tool_result", "file_edit", "output", "usage", "error",
+    "done",
+]  # fmt: skip
+
+# How agent events are stored in the session's log.
+EVENT_KIND = {
+    "message": "agent_message",
+    "reasoning": "reasoning",
+    "tool_call": "tool_call",
+    "tool_result": "tool_result",
+    "file_edit": "file_edit",
+    "output": "output",
+    "usage": "usage",
+    "error": "error",
+}
+
+
+@dataclass(frozen=True)
+class Author:
+    username: str
+    name: str
+    email: str
+
+
+@dataclass(frozen=True)
+class TurnLimits:
+    steps: int = 50
+    tokens: int = 500_000
+    cost_usd: float = 5.0
+    wall_seconds: float = 1800.0
+
+
+@dataclass
+class Turn:
+    sandbox: Sandbox
+    prompt: str
+    author: Author
+    instructions: str = ""
+    limits: TurnLimits = field(default_factory=TurnLimits)
+    env: Mapping[str, str] = field(default_factory=dict)
+    options: Mapping[str, Any] = field(default_factory=dict)
+
+
+@dataclass(frozen=True)
+class AgentEvent:
+    kind: AgentEventKind
+    data: dict[str, Any] = field(default_factory=dict)
+
+
+class AgentError(Exception):
+    """The runtime cannot run this turn (misconfigured, unknown model, …); shown to users."""
+
+
+class AgentRuntime(ABC):
+    name: str
+
+    @abstractmethod
+    def run(self, turn: Turn) -> Iterator[AgentEvent]:
+        """Run one turn, yielding events as they happen; ends with a `done` event."""
+
+    @abstractmethod
+    def stop(self) -> None:
+        """Stop the running turn: the agent and the processes it started go away. Idempotent;
+        callable from another thread."""

@@ -1,0 +1,369 @@
+"""The turn runner: drives a session's queued prompts, one turn at a time, on a Celery worker.
+
+A turn: claim the oldest queued prompt → make sure there is a sandbox (the live one, else the
+session's own snapshot, else the repository snapshot + drift sync) → run the agent, streaming its
+events → commit and diff against the base → run `verify` → snapshot the session → idle.
+"""
+
+from __future__ import annotations
+
+import logging
+import threading
+import time
+
+from django.conf import settings
+from django.db import transaction
+from django.utils import timezone
+
+from sessions import services, states
+from sessions.agents import AgentError, get_runtime
+from sessions.agents.base import EVENT_KIND, Author, Turn
+from sessions.events import EventWriter, append_event
+from sessions.lease import DriverLease
+from sessions.models import Prompt, Session, State
+from sessions.workspace_git import commit_turn, diff_against
+from snapshots import mirror
+from snapshots.backends import sandbox_backend
+from snapshots.prewarm import claim_prewarmed
+from snapshots.restore import (
+    NoSnapshot,
+    Restored,
+    newest_ready,
+    recipe_of,
+    restore_sandbox,
+    sync_drift,
+)
+from snapshots.sandbox import Limits, Sandbox, SandboxError, SandboxGone
+
+log = logging.getLogger(__name__)
+
+OUTPUT_HEAD = OUTPUT_TAIL = 4000
+STOP_POLL_SECONDS = 0.1
+
+
+class LeaseLost(Exception):
+    """Another driver took over; this one must stop writing."""
+
+
+def drive_session(session_id: int) -> str:
+    """Run every queued prompt of the session, unless another worker already drives it."""
+    outcome = "idle"
+    while True:
+        lease = DriverLease(session_id)
+        if not lease.acquire():
+            return "already driven"
+        try:
+            with lease.heartbeat():
+                while not lease.lost.is_set():
+                    session = Session.objects.select_related("repository").get(pk=session_id)
+                    prompt = _claim_next_prompt(session)
+                    if prompt is None:
+                        break
+                    outcome = TurnRunner(session, prompt, lease).run()
+        except LeaseLost:
+            return "lease lost"
+        finally:
+            lease.release()
+        # A prompt queued while we were finishing found the lease held; look once more.
+        if not Prompt.objects.filter(session_id=session_id, state=Prompt.State.QUEUED).exists():
+            return outcome
+
+
+def _claim_next_prompt(session: Session) -> Prompt | None:
+    if session.state in services.NO_MORE_PROMPTS:
+        return None
+    # A prompt left "running" is a turn whose driver died: resume it first.
+    interrupted = session.prompts.filter(state=Prompt.State.RUNNING).order_by("order").first()
+    if interrupted is not None:
+        return interrupted
+    for prompt in session.prompts.filter(state=Prompt.State.QUEUED).order_by("order"):
+        claimed = Prompt.objects.filter(pk=prompt.pk, state=Prompt.State.QUEUED).update(
+            state=Prompt.State.RUNNING, started_at=timezone.now()
+        )
+        if claimed:
+            prompt.refresh_from_db()
+            return prompt
+    return None
+
+
+def _author(user) -> Author:
+    name = user.get_full_name() or user.get_username()
+    email = user.email or f"{user.get_username()}@users.inspect-web.invalid"
+    return Author(username=user.get_username(), name=name, email=email)
+
+
+def _head_tail(text: str) -> dict:
+    if len(text) <= OUTPUT_HEAD + OUTPUT_TAIL:
+        return {"output_head": text, "output_tail": ""}
+    return {"output_head": text[:OUTPUT_HEAD], "output_tail": text[-OUTPUT_TAIL:]}
+
+
+class TurnRunner:
+    def __init__(self, session: Session, prompt: Prompt, lease: DriverLease) -> None:
+        self.session = session
+        self.prompt = prompt
+        self.lease = lease
+        self.timings: dict[str, float] = {}
+        self.started = time.monotonic()
+
+    # -- state changes, fenced ------------------------------------------------------------
+    def _to(self, target: str, reason: str = "") -> None:
+        if self.lease.lost.is_set():
+            raise LeaseLost()
+        try:
+            services.session_transition(self.session, target, fence=self.lease.fence, reason=reason)
+        except states.IllegalTransition:
+            if self.session.driver_fence != self.lease.fence:
+                raise LeaseLost() from None
+            raise
+
+    def _save(self, **fields) -> None:
+        updated = Session.objects.filter(pk=self.session.pk, driver_fence=self.lease.fence).update(
+            **fields
+        )
+        if not updated:
+            raise LeaseLost()
+        for key, value in fields.items():
+            setattr(self.session, key, value)
+
+    # -- the turn ---------------------------------------------------------------------------
+    def run(self) -> str:
+        prompt = self.prompt
+        Prompt.objects.filter(pk=prompt.pk).update(attempts=prompt.attempts + 1)
+        resumed = prompt.attempts > 0
+        self.timings["queue_ms"] = round(
+            ((prompt.started_at or timezone.now()) - prompt.created_at).total_seconds() * 1000, 2
+        )
+        try:
+            self._to(
+                State.PROVISIONING,
+                reason="resuming after the previous worker stopped" if resumed else "",
+            )
+            if services.stop_requested(self.session.pk):
+                services.clear_stop(self.session.pk)
+                self._finish_prompt(Prompt.State.CANCELLED)
+                self._to(State.IDLE, reason="stopped before the turn started")
+                return "stopped"
+            sandbox = self._ensure_sandbox(discard_live=resumed)
+            self._to(State.RUNNING)
+            stopped = self._run_agent(sandbox)
+            if not stopped:
+                self._to(State.VERIFYING)
+            self._capture_diff(sandbox)
+            if not stopped:
+                self._verify(sandbox)
+            self._snapshot(sandbox)
+            self.timings["turn_ms"] = round((time.monotonic() - self.started) * 1000, 2)
+            self._save(timings={**self.session.timings, **self.timings}, error="")
+            append_event(self.session.pk, "status", {"turn": prompt.order, "timings": self.timings})
+            self._finish_prompt(Prompt.State.DONE)
+            services.clear_stop(self.session.pk)
+            self._to(State.IDLE, reason="stopped by " + stopped if stopped else "")
+            return "stopped" if stopped else "idle"
+        except LeaseLost:
+            raise
+        except (SandboxError, AgentError, NoSnapshot, mirror.MirrorError) as exc:
+            return self._fail(str(exc))
+        except Exception as exc:
+            log.exception("turn %s of session %s crashed", prompt.order, self.session.pk)
+            return self._fail(f"internal error: {exc.__class__.__name__}: {exc}")
+
+    def _fail(self, message: str) -> str:
+        append_event(self.session.pk, "error", {"message": message, "turn": self.prompt.order})
+        self._finish_prompt(Prompt.State.DONE)
+        self._save(error=message)
+        if self.session.state != State.FAILED:
+            self._to(State.FAILED, reason=message)
+        return "failed"
+
+    def _finish_prompt(self, state: str) -> None:
+        Prompt.objects.filter(pk=self.prompt.pk).update(state=state, finished_at=timezone.now())
+
+    def _ensure_sandbox(self, *, discard_live: bool) -> Sandbox:
+        session = self.session
+        backend = sandbox_backend()
+        if session.sandbox_id:
+            try:
+                sandbox = backend.attach(session.sandbox_id)
+                if discard_live:
+                    # Its workspace holds the lost turn's partial work: start again from the
+                    # last session snapshot so that work is not applied twice.
+                    sandbox.terminate()
+                else:
+                    self.timings["restore_ms"] = 0.0
+                    return sandbox
+            except SandboxGone:
+                pass
+            self._save(sandbox_id="")
+        limits = Limits(wall_seconds=settings.SNAPSHOT_SETUP_TIMEOUT)
+        snapshot = session.snapshot or newest_ready(session.repository, session.branch)
+        if session.session_snapshot_ref:
+            restored = restore_sandbox(
+                session.repository,
+                snapshot=snapshot,
+                snapshot_ref=session.session_snapshot_ref,
+                limits=limits,
+            )
+            self.timings["restore_ms"] = restored.timings["restore_ms"]
+        else:
+            restored = self._first_restore(snapshot, limits)
+        self._save(
+            sandbox_id=restored.sandbox.id,
+            sandbox_backend=backend.name,
+            snapshot=snapshot,
+            base_commit=session.base_commit or restored.snapshot.commit,
+        )
+        return restored.sandbox
+
+    def _first_restore(self, snapshot, limits: Limits) -> Restored:
+        session = self.session
+        started = time.perf_counter()
+        claimed = claim_prewarmed(session.creator_id, session.repository)
+        if claimed is not None:
+            restored = Restored(
+                sandbox=claimed,
+                snapshot=snapshot,
+                recipe=recipe_of(snapshot),
+                commit=snapshot.commit,
+            )
+            self.timings["restore_ms"] = round((time.perf_counter() - started) * 1000, 2)
+            self.timings["prewarmed"] = True
+        else:
+            restored = restore_sandbox(
+                session.repository, snapshot=snapshot, limits=limits, sync=False
+            )
+            self.timings["restore_ms"] = restored.timings["restore_ms"]
+        self.timings["snapshot_age_s"] = round(snapshot.age.total_seconds(), 1)
+        self._to(State.SYNCING)
+        started = time.perf_counter()
+        try:
+            sync_drift(restored, session.repository, fetch=True)
+        except BaseException:
+            restored.sandbox.terminate()
+            raise
+        self.timings["sync_ms"] = round((time.perf_counter() - started) * 1000, 2)
+        self._save(
+            drift={
+                "commits": restored.drift_commits,
+                "files": len(restored.drift_files),
+                "stale": restored.stale,
+            }
+        )
+        return restored
+
+    def _run_agent(self, sandbox: Sandbox) -> str:
+        """Run the agent; returns who stopped it ('' if it ran to the end)."""
+        session, prompt = self.session, self.prompt
+        runtime = get_runtime(session.agent, command=session.agent_command)
+        turn = Turn(
+            sandbox=sandbox,
+            prompt=prompt.text,
+            author=_author(prompt.author),
+            instructions=_instructions(sandbox),
+        )
+        stopped_by: list[str] = []
+        finished = threading.Event()
+
+        def watch() -> None:
+            from django.db import connection
+
+            try:
+                while not finished.wait(STOP_POLL_SECONDS):
+                    who = services.stop_requested(session.pk)
+                    if who or self.lease.lost.is_set():
+                        stopped_by.append(who or "lost lease")
+                        runtime.stop()
+                        return
+            finally:
+                connection.close()
+
+        watcher = threading.Thread(target=watch, daemon=True, name=f"stop-{session.pk}")
+        watcher.start()
+        started = time.monotonic()
+        try:
+            with EventWriter(session.pk) as writer:
+                for event in runtime.run(turn):
+                    if "first_event_ms" not in self.timings:
+                        self.timings["first_event_ms"] = round(
+                            (time.monotonic() - self.started) * 1000, 2
+                        )
+                    if event.kind == "done":
+                        continue
+                    writer.add(EVENT_KIND[event.kind], {**event.data, "turn": prompt.order})
+        finally:
+            finished.set()
+            watcher.join()
+        self.timings["agent_ms"] = round((time.monotonic() - started) * 1000, 2)
+        if self.lease.lost.is_set():
+            raise LeaseLost()
+        return stopped_by[0] if stopped_by else ""
+
+    def _capture_diff(self, sandbox: Sandbox) -> None:
+        prompt = self.prompt
+        commit = commit_turn(
+            sandbox, author=_author(prompt.author), message=prompt.text.splitlines()[0][:72]
+        )
+        if commit:
+            Prompt.objects.filter(pk=prompt.pk).update(commit=commit)
+        files = diff_against(sandbox, self.session.base_commit)
+        with transaction.atomic():
+            events = [
+                (
+                    "diff",
+                    {
+                        "path": f.path,
+                        "added": f.added,
+                        "removed": f.removed,
+                        "binary": f.binary,
+                        "patch": f.patch,
+                        "turn": prompt.order,
+                        "commit": commit,
+                        "author": prompt.author.get_username(),
+                    },
+                )
+                for f in files
+            ]
+            from sessions.events import append_events
+
+            append_events(self.session.pk, events)
+            self._save(
+                diff_stats={
+                    "files": len(files),
+                    "added": sum(f.added for f in files),
+                    "removed": sum(f.removed for f in files),
+                    "paths": [f.path for f in files],
+                }
+            )
+
+    def _verify(self, sandbox: Sandbox) -> None:
+        recipe = recipe_of(self.session.snapshot) if self.session.snapshot else None
+        for command in recipe.verify if recipe else ():
+            result = sandbox.run(command, cwd="/workspace", timeout=900)
+            text = "".join(f"{line.text}\n" for line in result.output)
+            append_event(
+                self.session.pk,
+                "command",
+                {
+                    "command": command,
+                    "phase": "verify",
+                    "exit_code": result.exit_code,
+                    "ok": result.ok,
+                    "duration_ms": round(result.duration_s * 1000, 1),
+                    "limit_hit": result.limit_hit,
+                    "turn": self.prompt.order,
+                    **_head_tail(text),
+                },
+            )
+
+    def _snapshot(self, sandbox: Sandbox) -> None:
+        ref = sandbox.snapshot()
+        self._save(session_snapshot_ref=str(ref))
+
+
+def _instructions(sandbox: Sandbox) -> str:
+    for name in ("AGENTS.md", "CLAUDE.md"):
+        try:
+            return sandbox.read_file(name).decode(errors="replace")[:32_000]
+        except (SandboxError, OSError):
+            continue
+    return ""

@@ -1,0 +1,138 @@
+"""Session actions: every state change goes through one of these (views, consumers, tasks, the
+API and the CLI all call them)."""
+
+from __future__ import annotations
+
+from django.db import transaction
+from django.utils import timezone
+
+from inspect_web import access, roles
+from inspect_web.redis_client import get_redis
+from sessions import states
+from sessions.agents import AgentError, validate_agent
+from sessions.events import append_event
+from sessions.models import Prompt, Session, State
+from snapshots.models import Repository
+
+MAX_PROMPT_BYTES = 100_000
+STOP_KEY = "inspect:stop:{}"
+NO_MORE_PROMPTS = {State.MERGED, State.CLOSED, State.CANCELLED}
+
+
+class SessionError(Exception):
+    """A request about a session that cannot be honoured; the message says why."""
+
+
+def _check_prompt(text: str) -> str:
+    text = (text or "").strip()
+    if not text:
+        raise SessionError("the prompt is empty; say what the agent should do")
+    size = len(text.encode())
+    if size > MAX_PROMPT_BYTES:
+        raise SessionError(
+            f"the prompt is {size:,} bytes; the limit is {MAX_PROMPT_BYTES:,} — attach long "
+            "material as a file in the repository instead"
+        )
+    return text
+
+
+def session_transition(
+    session: Session, target: str, *, fence: int | None = None, reason: str = ""
+) -> None:
+    """Move `session` to `target` if the table allows it (compare-and-set on the current state
+    and, for a driver, on its fencing token); records a `status` event."""
+    current = session.state
+    states.check_transition(current, target)
+    rows = Session.objects.filter(pk=session.pk, state=current)
+    if fence is not None:
+        rows = rows.filter(driver_fence=fence)
+    if not rows.update(state=target, updated_at=timezone.now()):
+        session.refresh_from_db(fields=["state", "driver_fence"])
+        raise states.IllegalTransition(session.state, target)
+    session.state = target
+    payload = {"from": current, "to": target}
+    if reason:
+        payload["reason"] = reason
+    append_event(session.pk, "status", payload)
+
+
+def _enqueue(session_id: int) -> None:
+    from sessions.tasks import run_session
+
+    transaction.on_commit(lambda: run_session.delay(session_id))
+
+
+def session_create(
+    *,
+    repository: Repository,
+    creator,
+    prompt: str,
+    agent: str = "command",
+    agent_command: str = "",
+    branch: str | None = None,
+    title: str = "",
+) -> Session:
+    """Start a session with its first prompt; the turn is queued for a worker after commit."""
+    access.require_repo_permission(creator, repository, roles.START_SESSION)
+    text = _check_prompt(prompt)
+    try:
+        validate_agent(agent, agent_command)
+    except AgentError as exc:
+        raise SessionError(str(exc)) from None
+    with transaction.atomic():
+        session = Session.objects.create(
+            repository=repository,
+            creator=creator,
+            title=(title or text.splitlines()[0])[:200],
+            branch=branch or repository.default_branch,
+            agent=agent,
+            agent_command=agent_command,
+        )
+        _add_prompt(session, creator, text)
+    return session
+
+
+def prompt_queue(*, session: Session, author, text: str) -> Prompt:
+    """Queue a prompt; it runs after the turns before it, in order, attributed to `author`."""
+    access.require_repo_permission(author, session.repository, roles.PROMPT_SESSION)
+    text = _check_prompt(text)
+    with transaction.atomic():
+        locked = Session.objects.select_for_update().get(pk=session.pk)
+        if locked.state in NO_MORE_PROMPTS:
+            raise SessionError(
+                f"session {session.pk} is {locked.get_state_display().lower()}; "
+                "start a new session instead"
+            )
+        return _add_prompt(locked, author, text)
+
+
+def _add_prompt(session: Session, author, text: str) -> Prompt:
+    last = session.prompts.order_by("-order").values_list("order", flat=True).first() or 0
+    prompt = Prompt.objects.create(session=session, author=author, text=text, order=last + 1)
+    append_event(
+        session.pk,
+        "prompt",
+        {"prompt": prompt.pk, "order": prompt.order, "author": author.get_username(), "text": text},
+    )
+    _enqueue(session.pk)
+    return prompt
+
+
+def session_stop(*, session: Session, user) -> bool:
+    """Ask the driver to stop the running turn; False if no turn is running."""
+    access.require_repo_permission(user, session.repository, roles.STOP_SESSION)
+    session.refresh_from_db(fields=["state"])
+    if session.state not in states.ACTIVE and session.state != State.QUEUED:
+        return False
+    get_redis().set(STOP_KEY.format(session.pk), user.get_username(), ex=3600)
+    append_event(session.pk, "status", {"stop_requested_by": user.get_username()})
+    return True
+
+
+def stop_requested(session_id: int) -> str | None:
+    value = get_redis().get(STOP_KEY.format(session_id))
+    return value.decode() if value else None
+
+
+def clear_stop(session_id: int) -> None:
+    get_redis().delete(STOP_KEY.format(session_id))
