@@ -70,6 +70,10 @@ def env_list(name: str, default: list[str]) -> list[str]:
     return [item.strip() for item in raw.split(",") if item.strip()]
 
 
+def path(name: str, default: Path) -> Path:
+    return Path(env_str(name) or default).expanduser().resolve()
+
+
 def data_dir(default: Path) -> Path:
     """INSPECT_DATA_DIR, created if missing; every embedded default lives inside it."""
     path = Path(env_str("INSPECT_DATA_DIR") or default).expanduser().resolve()

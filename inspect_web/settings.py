@@ -118,6 +118,7 @@ CELERY_TIMEZONE = "UTC"
 # Sandboxes: the local backend (bubblewrap or gVisor) unless Modal is chosen and configured.
 SANDBOX_BACKEND = env.env_choice("INSPECT_SANDBOX_BACKEND", ["local", "modal"], "local")
 SANDBOX_RUNTIME = env.env_choice("INSPECT_SANDBOX_RUNTIME", ["bwrap", "runsc"], "bwrap")
+SANDBOX_ROOT = env.path("INSPECT_SANDBOX_ROOT", DATA_DIR / "sandbox")
 MODAL_TOKEN_ID = env.env_str("MODAL_TOKEN_ID")
 MODAL_TOKEN_SECRET = env.env_str("MODAL_TOKEN_SECRET")
 MODAL_APP_NAME = env.env_str("INSPECT_MODAL_APP", "inspect-web")

@@ -21,10 +21,12 @@ def sandbox_backend(name: str | None = None) -> SandboxBackend:
 
 
 def _build(name: str) -> SandboxBackend:
-    if name == "local":
+    # Rows name the backend that made them ("local-bwrap", "local-runsc", "modal").
+    if name == "local" or name.startswith("local-"):
         from snapshots.sandbox.local import LocalBackend
 
-        return LocalBackend(root=settings.DATA_DIR / "sandbox", runtime=settings.SANDBOX_RUNTIME)
+        runtime = name.removeprefix("local-") if name != "local" else settings.SANDBOX_RUNTIME
+        return LocalBackend(root=settings.SANDBOX_ROOT, runtime=runtime)
     if name == "modal":
         if not (settings.MODAL_TOKEN_ID and settings.MODAL_TOKEN_SECRET):
             raise BackendUnavailable(

@@ -150,6 +150,13 @@ def _build(repository: Repository, branch: str, build_log: BuildLog) -> Snapshot
                             f"{result.exit_code}{' and ' + why if why else ''}",
                             exit_code=result.exit_code,
                         )
+                # What setup made (dependencies, build output) is the baseline, not a change:
+                # keep it out of every session's diff and commits.
+                sandbox.run(
+                    "git -c safe.directory=* ls-files --others --exclude-standard --directory"
+                    " | sed 's|^|/|' >> .git/info/exclude",
+                    cwd="/workspace",
+                )
                 measured = sandbox.run("du -sb . | cut -f1; find . -xdev | wc -l", cwd="/workspace")
                 numbers = measured.stdout.split()
                 if len(numbers) == 2:

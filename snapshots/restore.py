@@ -16,6 +16,7 @@ from snapshots.recipe import LOCKFILE_PATTERNS, Recipe, parse_recipe
 from snapshots.sandbox import Limits, Sandbox, SandboxError, SnapshotRef
 
 SYNC_BUNDLE = ".git/inspect-sync.bundle"
+GIT = "git -c safe.directory=*"
 
 
 class NoSnapshot(Exception):
@@ -125,8 +126,10 @@ def sync_drift(restored: Restored, repository: Repository, *, fetch: bool = Fals
     sandbox.write_file(SYNC_BUNDLE, data)
     branch = restored.snapshot.branch
     result = sandbox.run(
-        f"git fetch --quiet {SYNC_BUNDLE} +refs/heads/{branch}:refs/inspect/sync"
-        f" && git reset --quiet --keep refs/inspect/sync && rm -f {SYNC_BUNDLE}",
+        # The restored files have new stat data; refresh the index so git sees them unchanged.
+        f"{GIT} update-index -q --refresh >/dev/null;"
+        f" {GIT} fetch --quiet {SYNC_BUNDLE} +refs/heads/{branch}:refs/inspect/sync"
+        f" && {GIT} reset --quiet --keep refs/inspect/sync && rm -f {SYNC_BUNDLE}",
         cwd="/workspace",
         timeout=300,
     )

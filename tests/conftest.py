@@ -6,10 +6,13 @@ Every repository-scoped test gets an engineer, a reviewer, a manager, an admin a
 
 from __future__ import annotations
 
+import subprocess
 from dataclasses import dataclass
+from pathlib import Path
 
 import pytest
 from django.conf import settings
+from django.core.management import CommandError, call_command
 
 
 def pytest_configure(config) -> None:
@@ -53,6 +56,8 @@ def team(db) -> Team:
         user = users.objects.create_user(role.value, password="correct horse battery staple")
         Membership.objects.create(user=user, repository=repository, role=role)
         made[role.value] = user
+    # The admin is also the site's superuser: the CLI acts as it unless told otherwise.
+    users.objects.filter(pk=made["admin"].pk).update(is_superuser=True, is_staff=True)
     outsider = users.objects.create_user("outsider", password="correct horse battery staple")
     Membership.objects.create(user=outsider, repository=other, role=Role.ADMIN)
     return Team(repository=repository, other_repository=other, outsider=outsider, **made)
@@ -86,6 +91,7 @@ def child_env(**extra: str) -> dict[str, str]:
         DATABASE_URL=test_database_url(),
         REDIS_URL=settings.REDIS_URL,
         INSPECT_DATA_DIR=str(settings.DATA_DIR),
+        INSPECT_SANDBOX_ROOT=str(settings.SANDBOX_ROOT),
     )
     env.update(extra)
     return env
@@ -119,3 +125,73 @@ def celery_worker_process(transactional_db):
         worker.wait(timeout=20)
     except subprocess.TimeoutExpired:
         worker.kill()
+
+
+GIT_ENV = {
+    "GIT_AUTHOR_NAME": "Ada",
+    "GIT_AUTHOR_EMAIL": "ada@example.com",
+    "GIT_COMMITTER_NAME": "Ada",
+    "GIT_COMMITTER_EMAIL": "ada@example.com",
+    "PATH": "/usr/bin:/bin",
+    "HOME": "/tmp",
+}
+
+
+class GitRepo:
+    """A real git repository on disk, the kind `inspect repo add --url PATH` accepts."""
+
+    def __init__(self, path: Path) -> None:
+        self.path = path
+        self.git("init", "--quiet", "--initial-branch=main")
+
+    def git(self, *args: str) -> str:
+        return subprocess.run(
+            ["git", *args], cwd=self.path, env=GIT_ENV, check=True, capture_output=True, text=True
+        ).stdout
+
+    def commit(self, files: dict[str, str], message: str = "change") -> str:
+        for name, text in files.items():
+            target = self.path / name
+            target.parent.mkdir(parents=True, exist_ok=True)
+            target.write_text(text)
+        self.git("add", "-A")
+        self.git("commit", "--quiet", "-m", message)
+        return self.git("rev-parse", "HEAD").strip()
+
+
+@pytest.fixture
+def make_git_repo(tmp_path):
+    def make(name: str = "upstream", files: dict[str, str] | None = None) -> GitRepo:
+        path = tmp_path / name
+        path.mkdir()
+        repo = GitRepo(path)
+        repo.commit(files or {"README.md": "# hello\n"}, "initial")
+        return repo
+
+    return make
+
+
+@pytest.fixture
+def inspect_cli(capsys):
+    """Run `manage.py inspect …` in-process; returns (exit code, stdout, stderr)."""
+
+    def run(*args: str) -> tuple[int, str, str]:
+        code, error = 0, ""
+        try:
+            call_command("inspect", *args)
+        except SystemExit as exc:
+            code = exc.code if isinstance(exc.code, int) else 1
+        except CommandError as exc:
+            code, error = 1, f"CommandError: {exc}\n"
+        captured = capsys.readouterr()
+        return code, captured.out, captured.err + error
+
+    return run
+
+
+@pytest.fixture(autouse=True)
+def private_data_dir(settings, tmp_path):
+    """Mirrors and build dirs per test; the sandbox backend's own root stays shared."""
+    settings.DATA_DIR = tmp_path / "data"
+    settings.DATA_DIR.mkdir()
+    return settings.DATA_DIR

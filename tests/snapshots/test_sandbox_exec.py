@@ -10,7 +10,7 @@ pytestmark = pytest.mark.django_db
 @pytest.fixture
 def built(inspect_cli, widgets):
     code, out, err = inspect_cli("snapshot", "refresh", "widgets", "--json")
-    assert code == 0, err
+    assert code == 0, (out, err)
     return widgets
 
 
@@ -59,8 +59,8 @@ def test_a_changed_lockfile_reruns_setup_and_queues_a_refresh(
     built.upstream.commit({"requirements.txt": "six==1.17.0\n"}, "bump six")
     mirror.update_mirror(built.name, built.url)
     with django_capture_on_commit_callbacks() as callbacks:
-        code, out, _ = inspect_cli("sandbox", "exec", "widgets", "--", "cat", "setup.log")
-    assert code == 0
+        code, out, err = inspect_cli("sandbox", "exec", "widgets", "--", "cat", "setup.log")
+    assert code == 0, err
     assert out.splitlines()[:2] == ["setup-ran", "setup-ran"]
     assert len(callbacks) == 1  # the refresh of the repository's snapshot
 

@@ -30,7 +30,7 @@ def test_refresh_builds_a_ready_snapshot_and_prints_it_as_json(inspect_cli, widg
     assert snapshot.lockfile_hashes.keys() == {"requirements.txt"}
 
 
-def test_setup_output_lands_in_the_snapshot(inspect_cli, widgets, capfd):
+def test_setup_output_lands_in_the_snapshot(inspect_cli, widgets):
     refresh(inspect_cli)
     code, out, _ = inspect_cli("sandbox", "exec", "widgets", "--", "cat", "setup.log")
     assert code == 0

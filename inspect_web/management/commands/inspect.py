@@ -5,11 +5,15 @@ Each area registers its own subcommands (snapshots/cli.py, …); this file only 
 
 from __future__ import annotations
 
+import redis
+from django.conf import settings
 from django.core.management.base import BaseCommand, CommandError
 
+from inspect_web.embedded_redis import ensure_embedded_redis
+from sessions import cli as sessions_cli
 from snapshots import cli as snapshots_cli
 
-AREAS = [snapshots_cli]
+AREAS = [snapshots_cli, sessions_cli]
 
 
 class Command(BaseCommand):
@@ -24,6 +28,14 @@ class Command(BaseCommand):
         handler = options.get("handler")
         if handler is None:
             raise CommandError("choose a subcommand; see `python manage.py inspect --help`")
-        code = handler(self, options)
+        if settings.EMBEDDED_REDIS:
+            # Without `make run` nothing else has started it; it is shared and stays up.
+            ensure_embedded_redis(settings.DATA_DIR)
+        try:
+            code = handler(self, options)
+        except redis.ConnectionError as exc:
+            raise CommandError(
+                f"REDIS_URL: cannot reach Redis at {settings.REDIS_URL}: {exc}"
+            ) from None
         if code:
             raise SystemExit(code)

@@ -1,0 +1,201 @@
+"""`manage.py inspect session …`: start, prompt, stop and read sessions from the shell."""
+
+from __future__ import annotations
+
+import json
+import time
+
+from django.contrib.auth import get_user_model
+from django.core.exceptions import PermissionDenied
+from django.core.management.base import CommandError
+
+from sessions import services
+from sessions.models import Session, State
+from snapshots.models import Repository
+
+WAIT_DONE = {State.IDLE, State.FAILED, State.PR_OPEN, State.MERGED, State.CLOSED, State.CANCELLED}
+TIMING_KEYS = ["queue_ms", "restore_ms", "sync_ms", "first_event_ms", "turn_ms"]
+
+
+def register(areas, command) -> None:
+    session = areas.add_parser("session", help="agent sessions").add_subparsers(
+        dest="action", metavar="ACTION", required=True
+    )
+
+    def sub(name, handler, help_text):
+        parser = session.add_parser(name, help=help_text, description=help_text)
+        parser.set_defaults(handler=handler)
+        parser.add_argument("--as", dest="as_user", metavar="USER", help="act as this user")
+        return parser
+
+    create = sub("create", session_create, "start a session with a first prompt")
+    create.add_argument("repo")
+    create.add_argument("--prompt", required=True)
+    create.add_argument("--agent", default="command")
+    create.add_argument("--agent-command", default="")
+    create.add_argument("--branch")
+    create.add_argument("--wait", action="store_true", help="block until idle or failed")
+    create.add_argument("--inline", action="store_true", help="run the turn in this process")
+    create.add_argument("--json", action="store_true")
+    prompt = sub("prompt", session_prompt, "queue a follow-up prompt")
+    prompt.add_argument("id", type=int)
+    prompt.add_argument("text")
+    prompt.add_argument("--wait", action="store_true")
+    prompt.add_argument("--inline", action="store_true")
+    prompt.add_argument("--json", action="store_true")
+    stop = sub("stop", session_stop, "stop the running turn")
+    stop.add_argument("id", type=int)
+    events = sub("events", session_events, "print a session's events")
+    events.add_argument("id", type=int)
+    events.add_argument("--after", type=int, default=0)
+    events.add_argument("--json", action="store_true")
+
+
+def _user(name: str | None):
+    users = get_user_model()
+    if name:
+        user = users.objects.filter(username=name).first()
+        if user is None:
+            raise CommandError(f"no user named {name!r}")
+        return user
+    user = users.objects.filter(is_superuser=True, is_active=True).order_by("pk").first()
+    if user is None:
+        raise CommandError("no admin account exists; pass --as USER")
+    return user
+
+
+def _session(pk: int, user) -> Session:
+    from inspect_web import access
+
+    session = access.visible_to(user, Session.objects.filter(pk=pk)).first()
+    if session is None:
+        raise CommandError(f"no session {pk} on a repository {user.get_username()} is a member of")
+    return session
+
+
+def session_create(command, options) -> int:
+    user = _user(options["as_user"])
+    repository = Repository.objects.filter(name=options["repo"]).first()
+    if repository is None:
+        raise CommandError(f"no repository named {options['repo']!r}")
+    try:
+        session = services.session_create(
+            repository=repository,
+            creator=user,
+            prompt=options["prompt"],
+            agent=options["agent"],
+            agent_command=options["agent_command"],
+            branch=options["branch"],
+        )
+    except (services.SessionError, PermissionDenied) as exc:
+        raise CommandError(str(exc)) from None
+    if not options["json"]:
+        command.stdout.write(f"session {session.pk} created")
+    return _finish(command, session, options)
+
+
+def session_prompt(command, options) -> int:
+    user = _user(options["as_user"])
+    session = _session(options["id"], user)
+    try:
+        prompt = services.prompt_queue(session=session, author=user, text=options["text"])
+    except (services.SessionError, PermissionDenied) as exc:
+        raise CommandError(str(exc)) from None
+    if not options["json"]:
+        command.stdout.write(f"prompt {prompt.order} queued in session {session.pk}")
+    return _finish(command, session, options)
+
+
+def _finish(command, session: Session, options) -> int:
+    if options.get("inline"):
+        _run_inline(session)
+    elif options.get("wait"):
+        from inspect_web.celery import app
+
+        if not app.control.ping(timeout=2):
+            command.stderr.write("no Celery worker answered within 2 s; running the turn here")
+            _run_inline(session)
+        else:
+            _wait(session)
+    session.refresh_from_db()
+    if options.get("json"):
+        command.stdout.write(json.dumps(_summary(session)))
+    elif options.get("wait") or options.get("inline"):
+        command.stdout.write(f"session {session.pk} is {session.state}")
+        if session.error:
+            command.stderr.write(session.error)
+    return 1 if session.state == State.FAILED else 0
+
+
+def _run_inline(session: Session) -> None:
+    from sessions.runner import drive_session
+
+    drive_session(session.pk)
+
+
+def _wait(session: Session, timeout: float = 3600) -> None:
+    deadline = time.monotonic() + timeout
+    while time.monotonic() < deadline:
+        session.refresh_from_db(fields=["state"])
+        busy = session.prompts.filter(state__in=["queued", "running"]).exists()
+        if session.state in WAIT_DONE and not busy:
+            return
+        time.sleep(0.2)
+    raise CommandError(f"session {session.pk} did not finish within {timeout:.0f} s")
+
+
+def _summary(session: Session) -> dict:
+    diff = session.diff_stats or {}
+    return {
+        "id": session.pk,
+        "state": session.state,
+        "timings": {key: session.timings.get(key) for key in TIMING_KEYS},
+        "event_count": session.events.count(),
+        "diff": {
+            "files": diff.get("files", 0),
+            "added": diff.get("added", 0),
+            "removed": diff.get("removed", 0),
+            "paths": diff.get("paths", []),
+        },
+        "error": session.error,
+    }
+
+
+def session_stop(command, options) -> int:
+    user = _user(options["as_user"])
+    session = _session(options["id"], user)
+    try:
+        stopping = services.session_stop(session=session, user=user)
+    except PermissionDenied as exc:
+        raise CommandError(str(exc)) from None
+    if not stopping:
+        raise CommandError(f"session {session.pk} has no running turn (it is {session.state})")
+    command.stdout.write(f"stopping the running turn of session {session.pk}")
+    return 0
+
+
+def session_events(command, options) -> int:
+    from sessions.events import events_after, serialize
+
+    user = _user(options["as_user"])
+    session = _session(options["id"], user)
+    if options["after"] < 0:
+        raise CommandError("--after must be 0 or a positive seq")
+    after = options["after"]
+    while True:
+        page = events_after(session.pk, after, limit=1000)
+        if not page:
+            return 0
+        for event in page:
+            if options["json"]:
+                command.stdout.write(json.dumps(serialize(event)))
+            else:
+                command.stdout.write(f"{event.seq:>6} {event.kind:<14} {_brief(event.payload)}")
+        after = page[-1].seq
+
+
+def _brief(payload: dict) -> str:
+    for key in ("text", "message", "command", "path", "to"):
+        if key in payload:
+            return str(payload[key])[:160]
+    return json.dumps(payload)[:160]
