@@ -97,9 +97,21 @@ def child_env(**extra: str) -> dict[str, str]:
     return env
 
 
+def _stop_process(process) -> None:
+    import subprocess
+
+    if process.poll() is None:
+        process.terminate()
+        try:
+            process.wait(timeout=20)
+        except subprocess.TimeoutExpired:
+            process.kill()
+            process.wait()
+
+
 @pytest.fixture
-def celery_worker_process(transactional_db):
-    """A real Celery worker process on the test database and Redis."""
+def start_celery(transactional_db):
+    """Start real Celery processes (`worker` or `beat`) on the test database and Redis."""
     import subprocess
     import sys
     import time
@@ -107,24 +119,47 @@ def celery_worker_process(transactional_db):
     from inspect_web.celery import app
 
     app.control.purge()
-    worker = subprocess.Popen(
-        [sys.executable, "-m", "celery", "-A", "inspect_web", "worker", "-P", "solo",
-         "-l", "warning", "-n", f"test-{time.monotonic_ns()}@%h", "--without-mingle",
-         "--without-gossip"],
-        env=child_env(),
-        cwd=settings.BASE_DIR,
-    )  # fmt: skip
-    deadline = time.monotonic() + 60
-    while not app.control.ping(timeout=0.5):
-        if worker.poll() is not None or time.monotonic() > deadline:
-            worker.kill()
-            pytest.fail("the Celery worker did not start")
-    yield worker
-    worker.terminate()
-    try:
-        worker.wait(timeout=20)
-    except subprocess.TimeoutExpired:
-        worker.kill()
+    started = []
+
+    def start(kind: str = "worker"):
+        if kind == "worker":
+            args = ["worker", "-P", "solo", "-l", "warning", "-n", f"test-{time.monotonic_ns()}@%h",
+                    "--without-mingle", "--without-gossip"]  # fmt: skip
+        else:
+            args = [
+                "beat",
+                "-l",
+                "warning",
+                "-S",
+                "django_celery_beat.schedulers:DatabaseScheduler",
+            ]
+        process = subprocess.Popen(
+            [sys.executable, "-m", "celery", "-A", "inspect_web", *args],
+            env=child_env(),
+            cwd=settings.BASE_DIR,
+            start_new_session=True,
+        )
+        started.append(process)
+        if kind == "worker":
+            deadline = time.monotonic() + 60
+            name = args[args.index("-n") + 1].split("@")[0] + "@"
+            while not any(
+                key.startswith(name) for reply in app.control.ping(timeout=0.5) for key in reply
+            ):
+                if process.poll() is not None or time.monotonic() > deadline:
+                    process.kill()
+                    pytest.fail("the Celery worker did not start")
+        return process
+
+    yield start
+    for process in started:
+        _stop_process(process)
+
+
+@pytest.fixture
+def celery_worker_process(start_celery):
+    """A real Celery worker process on the test database and Redis."""
+    return start_celery("worker")
 
 
 GIT_ENV = {
