@@ -5,6 +5,7 @@ def navigation(request) -> dict:
     return {
         "nav_items": [
             ("sessions:list", "Sessions"),
+            ("sessions:new", "New task"),
             ("snapshots:list", "Snapshots"),
             ("approvals:inbox", "Approvals"),
             ("metrics", "Metrics"),

@@ -1,3 +1,5 @@
 """Websocket routes; each app contributes its own."""
 
-websocket_urlpatterns: list = []
+from sessions.routing import websocket_urlpatterns as sessions_websockets
+
+websocket_urlpatterns: list = [*sessions_websockets]

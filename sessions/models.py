@@ -116,6 +116,8 @@ class Event(models.Model):
     class Meta:
         ordering = ["session", "seq"]
         constraints = [models.UniqueConstraint(fields=["session", "seq"], name="event_seq_unique")]
+        # The page's panels (diff, verification, screenshots) read one kind at a time.
+        indexes = [models.Index(fields=["session", "kind", "seq"], name="event_kind_idx")]
 
     def __str__(self) -> str:
         return f"{self.session_id}:{self.seq} {self.kind}"

@@ -5,5 +5,10 @@ from sessions import views
 app_name = "sessions"
 urlpatterns = [
     path("", views.session_list, name="list"),
+    path("new/", views.session_new, name="new"),
+    path("prewarm/", views.session_prewarm, name="prewarm"),
     path("<int:pk>/", views.session_detail, name="detail"),
+    path("<int:pk>/older/", views.session_older, name="older"),
+    path("<int:pk>/prompts/", views.session_prompt, name="prompt"),
+    path("<int:pk>/stop/", views.session_stop, name="stop"),
 ]

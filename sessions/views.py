@@ -1,28 +1,182 @@
+from django.contrib import messages
+from django.contrib.auth import get_user_model
 from django.contrib.auth.decorators import login_required
-from django.http import HttpRequest, HttpResponse
-from django.shortcuts import render
+from django.core.exceptions import PermissionDenied
+from django.db import transaction
+from django.db.models import Q
+from django.http import HttpRequest, HttpResponse, JsonResponse
+from django.shortcuts import redirect, render
+from django.utils.safestring import mark_safe
+from django.views.decorators.http import require_POST
 
-from inspect_web import access
-from sessions.models import Session
+from approvals.models import ApprovalRequest
+from inspect_web import access, roles
+from sessions import rendering, services
+from sessions.agents import RUNTIME_NAMES
+from sessions.forms import NewSessionForm
+from sessions.models import Session, State
+
+PAGE_EVENTS = 300
+
+
+def _sessions_for(request: HttpRequest):
+    sessions = access.visible_to(
+        request.user, Session.objects.select_related("repository", "creator")
+    )
+    filters = {
+        "mine": request.GET.get("mine") == "1",
+        "repository": request.GET.get("repository", ""),
+        "state": request.GET.get("state", ""),
+        "author": request.GET.get("author", ""),
+        "q": request.GET.get("q", "").strip(),
+    }
+    if filters["mine"]:
+        sessions = sessions.filter(Q(creator=request.user) | Q(prompts__author=request.user))
+    if filters["repository"]:
+        sessions = sessions.filter(repository__name=filters["repository"])
+    if filters["state"]:
+        sessions = sessions.filter(state=filters["state"])
+    if filters["author"]:
+        sessions = sessions.filter(prompts__author__username=filters["author"])
+    if filters["q"]:
+        sessions = sessions.filter(
+            Q(title__icontains=filters["q"]) | Q(prompts__text__icontains=filters["q"])
+        )
+    return sessions.distinct(), filters
 
 
 @login_required
 def session_list(request: HttpRequest) -> HttpResponse:
-    sessions = access.visible_to(
-        request.user, Session.objects.select_related("repository", "creator")
+    sessions, filters = _sessions_for(request)
+    context = {
+        "sessions": sessions[:200],
+        "filters": filters,
+        "repositories": access.repositories_for(request.user),
+        "states": State.choices,
+        "authors": get_user_model()
+        .objects.filter(memberships__repository__in=access.repositories_for(request.user))
+        .distinct()
+        .order_by("username"),
+    }
+    if request.htmx:
+        return render(request, "sessions/_table.html", context)
+    return render(request, "sessions/list.html", context)
+
+
+@login_required
+def session_new(request: HttpRequest) -> HttpResponse:
+    repositories = access.repositories_for(request.user, permission=roles.START_SESSION)
+    form = NewSessionForm(request.POST or None, request.FILES or None, repositories=repositories)
+    if request.method == "POST" and form.is_valid():
+        data = form.cleaned_data
+        try:
+            session = services.session_create(
+                repository=data["repository"],
+                creator=request.user,
+                prompt=form.prompt_with_attachments(),
+                agent=data["agent"],
+                agent_command=data["agent_command"],
+                branch=data["branch"] or None,
+            )
+        except services.SessionError as exc:
+            form.add_error(None, str(exc))
+        else:
+            return redirect(session)
+    return render(
+        request, "sessions/new.html", {"form": form, "has_repositories": repositories.exists()}
     )
-    return render(request, "sessions/list.html", {"sessions": sessions[:200]})
+
+
+@login_required
+@require_POST
+def session_prewarm(request: HttpRequest) -> HttpResponse:
+    """Typing in the prompt restores a sandbox for this user and repository ahead of time."""
+    from snapshots.tasks import prewarm
+
+    repository = (
+        access.repositories_for(request.user, permission=roles.START_SESSION)
+        .filter(pk=request.POST.get("repository") or 0)
+        .first()
+    )
+    if repository is None:
+        return JsonResponse({"prewarming": False}, status=404)
+    user_id = request.user.pk
+    transaction.on_commit(lambda: prewarm.delay(user_id, repository.pk))
+    return JsonResponse({"prewarming": True})
 
 
 @login_required
 def session_detail(request: HttpRequest, pk: int) -> HttpResponse:
     session = access.get_visible_or_404(
-        request.user, Session.objects.select_related("repository", "creator"), pk=pk
+        request.user, Session.objects.select_related("repository", "creator", "snapshot"), pk=pk
     )
-    prompts = session.prompts.select_related("author")
-    events = session.events.order_by("-seq")[:300]
-    return render(
-        request,
-        "sessions/detail.html",
-        {"session": session, "prompts": prompts, "events": reversed(list(events))},
-    )
+    events = list(session.events.order_by("-seq")[:PAGE_EVENTS])[::-1]
+    first_seq = events[0].seq if events else 0
+    context = {
+        "session": session,
+        "prompts": session.prompts.select_related("author"),
+        "events_html": mark_safe(rendering.render_events(events)),  # noqa: S308 - escaped templates
+        "first_seq": first_seq,
+        "has_older": first_seq > 1,
+        "diff": rendering.latest_diff(session),
+        "verification": rendering.latest_verification(session),
+        "shots": rendering.screenshots(session),
+        "approvals": ApprovalRequest.objects.filter(
+            session=session, state=ApprovalRequest.State.PENDING
+        ),
+        "agents": RUNTIME_NAMES,
+    }
+    return render(request, "sessions/detail.html", context)
+
+
+@login_required
+def session_older(request: HttpRequest, pk: int) -> HttpResponse:
+    """Older log items, newest-first page before `before`, for scrolling back."""
+    session = access.get_visible_or_404(request.user, Session.objects.all(), pk=pk)
+    try:
+        before = int(request.GET.get("before", ""))
+    except ValueError:
+        return HttpResponse("before must be a seq number", status=400)
+    events = list(session.events.filter(seq__lt=before).order_by("-seq")[:PAGE_EVENTS])[::-1]
+    html = rendering.render_events(events)
+    if events and events[0].seq > 1:
+        html = (
+            f'<button type="button" class="older" hx-get="?before={events[0].seq}" '
+            'hx-trigger="click, revealed" hx-swap="outerHTML">Load older events</button>'
+        ) + f'<ol class="log older-page">{html}</ol>'
+    else:
+        html = f'<ol class="log older-page">{html}</ol>'
+    return HttpResponse(html)
+
+
+@login_required
+@require_POST
+def session_prompt(request: HttpRequest, pk: int) -> HttpResponse:
+    session = access.get_visible_or_404(request.user, Session.objects.all(), pk=pk)
+    try:
+        services.prompt_queue(
+            session=session, author=request.user, text=request.POST.get("text", "")
+        )
+    except services.SessionError as exc:
+        messages.error(request, str(exc))
+    except PermissionDenied as exc:
+        messages.error(request, str(exc))
+    else:
+        messages.success(request, "Prompt queued; it runs after the current turn.")
+    return redirect(session)
+
+
+@login_required
+@require_POST
+def session_stop(request: HttpRequest, pk: int) -> HttpResponse:
+    session = access.get_visible_or_404(request.user, Session.objects.all(), pk=pk)
+    try:
+        stopping = services.session_stop(session=session, user=request.user)
+    except PermissionDenied as exc:
+        messages.error(request, str(exc))
+    else:
+        if stopping:
+            messages.success(request, "Stopping the running turn; partial work is kept.")
+        else:
+            messages.info(request, "Nothing is running in this session.")
+    return redirect(session)

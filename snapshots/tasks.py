@@ -55,3 +55,17 @@ def reap_prewarmed_sandboxes() -> int:
     from snapshots.prewarm import reap_prewarmed_sandboxes as reap
 
     return reap()
+
+
+@shared_task
+def prewarm(user_id: int, repository_id: int) -> str | None:
+    from snapshots.prewarm import prewarm_sandbox
+    from snapshots.restore import NoSnapshot
+
+    repository = Repository.objects.filter(pk=repository_id).first()
+    if repository is None:
+        return None
+    try:
+        return prewarm_sandbox(user_id, repository)
+    except NoSnapshot:
+        return None

@@ -1,0 +1,72 @@
+from __future__ import annotations
+
+from django import forms
+from django.core.files.storage import default_storage
+
+from sessions.agents import RUNTIME_NAMES
+from sessions.services import MAX_PROMPT_BYTES
+
+MAX_IMAGES = 5
+MAX_IMAGE_BYTES = 5 * 1024 * 1024
+IMAGE_TYPES = {"image/png", "image/jpeg", "image/gif", "image/webp"}
+
+
+class MultipleImageInput(forms.ClearableFileInput):
+    allow_multiple_selected = True
+
+
+class NewSessionForm(forms.Form):
+    repository = forms.ModelChoiceField(queryset=None, empty_label=None)
+    branch = forms.CharField(required=False, help_text="Empty: the repository's default branch.")
+    agent = forms.ChoiceField(choices=[])
+    agent_command = forms.CharField(
+        required=False, help_text="For the command agent: the command that does the work."
+    )
+    prompt = forms.CharField(
+        widget=forms.Textarea(attrs={"rows": 8}),
+        help_text="What should the agent do?",
+        max_length=MAX_PROMPT_BYTES,
+        error_messages={"required": "The prompt is empty; say what the agent should do."},
+    )
+    images = forms.FileField(
+        required=False, widget=MultipleImageInput(attrs={"accept": "image/*", "multiple": True})
+    )
+
+    def __init__(self, *args, repositories, **kwargs) -> None:
+        super().__init__(*args, **kwargs)
+        self.fields["repository"].queryset = repositories
+        self.fields["agent"].choices = [(name, name) for name in RUNTIME_NAMES]
+        self.saved_images: list[str] = []
+
+    def clean_prompt(self) -> str:
+        text = self.cleaned_data["prompt"].strip()
+        if not text:
+            raise forms.ValidationError("The prompt is empty; say what the agent should do.")
+        return text
+
+    def clean_images(self):
+        files = self.files.getlist("images") if self.files else []
+        if len(files) > MAX_IMAGES:
+            raise forms.ValidationError(f"Attach at most {MAX_IMAGES} images.")
+        for upload in files:
+            if upload.content_type not in IMAGE_TYPES:
+                raise forms.ValidationError(f"{upload.name} is not a PNG, JPEG, GIF or WebP image.")
+            if upload.size > MAX_IMAGE_BYTES:
+                raise forms.ValidationError(f"{upload.name} is larger than 5 MB.")
+        return files
+
+    def clean(self):
+        data = super().clean()
+        if data.get("agent") == "command" and not data.get("agent_command", "").strip():
+            self.add_error("agent_command", "The command agent needs a command.")
+        return data
+
+    def prompt_with_attachments(self) -> str:
+        """The prompt, with links to the uploaded images (stored in media) appended."""
+        text = self.cleaned_data["prompt"]
+        for upload in self.cleaned_data.get("images") or []:
+            name = default_storage.save(f"attachments/{upload.name}", upload)
+            self.saved_images.append(default_storage.url(name))
+        if self.saved_images:
+            text += "\n\nAttached images:\n" + "\n".join(self.saved_images)
+        return text

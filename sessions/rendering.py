@@ -1,0 +1,113 @@
+"""Server-side rendering of session events: the page and the live stream use the same HTML.
+
+Agent output is text: every value goes through Django's autoescaping, never `|safe`, except the
+diff highlighting, which Pygments produces from escaped source.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterable
+
+from django.template.loader import render_to_string
+from django.utils.html import format_html
+from pygments import highlight
+from pygments.formatters import HtmlFormatter
+from pygments.lexers import DiffLexer
+
+from sessions.models import Event
+
+COLLAPSE_LINES = 400
+MAX_HIGHLIGHT = 200_000  # characters; beyond this the patch is shown plain (already truncated)
+
+
+def render_events(events: Iterable[Event]) -> str:
+    """`<li>` items for the log, in the order given."""
+    return "".join(render_to_string("sessions/_event.html", {"event": e}) for e in events)
+
+
+def live_fragment(events: list[Event]) -> str:
+    """What the websocket sends in HTML mode: new log items appended out of band, plus the
+    panels that the events change (state badge, diff, verification)."""
+    if not events:
+        return ""
+    items = render_events(events)
+    return format_html(
+        '<div hx-swap-oob="beforeend:#log-events">{}</div>', _mark_safe(items)
+    ) + "".join(_panel_updates(events))
+
+
+def _mark_safe(html: str):
+    from django.utils.safestring import mark_safe
+
+    return mark_safe(html)  # noqa: S308 - rendered by our own escaped templates
+
+
+def _panel_updates(events: list[Event]) -> list[str]:
+    updates = []
+    for event in events:
+        if event.kind == "status" and "to" in event.payload:
+            updates.append(
+                render_to_string(
+                    "sessions/_state_badge.html", {"state": event.payload["to"], "oob": True}
+                )
+            )
+    return updates
+
+
+def highlight_patch(patch: str) -> str:
+    if not patch:
+        return ""
+    if len(patch) > MAX_HIGHLIGHT:
+        return format_html("<pre class='patch'>{}</pre>", patch)
+    return highlight(patch, DiffLexer(), HtmlFormatter(cssclass="patch", nowrap=False))
+
+
+def latest_diff(session) -> list[dict]:
+    """The newest turn's per-file diff (each turn's diff is against the session's base)."""
+    newest = (
+        Event.objects.filter(session=session, kind="diff")
+        .order_by("-seq")
+        .values_list("payload__turn", flat=True)
+        .first()
+    )
+    if newest is None:
+        return []
+    files = []
+    for event in Event.objects.filter(session=session, kind="diff", payload__turn=newest).order_by(
+        "seq"
+    ):
+        payload = event.payload
+        patch = payload.get("patch", "")
+        files.append(
+            {
+                **payload,
+                "lines": patch.count("\n"),
+                "collapsed": patch.count("\n") > COLLAPSE_LINES,
+                "html": highlight_patch(patch) if not payload.get("binary") else "",
+            }
+        )
+    return files
+
+
+def latest_verification(session) -> list[dict]:
+    newest = (
+        Event.objects.filter(session=session, kind="command", payload__phase="verify")
+        .order_by("-seq")
+        .values_list("payload__turn", flat=True)
+        .first()
+    )
+    if newest is None:
+        return []
+    return [
+        e.payload
+        for e in Event.objects.filter(
+            session=session, kind="command", payload__phase="verify", payload__turn=newest
+        ).order_by("seq")
+    ]
+
+
+def screenshots(session) -> list[dict]:
+    return [
+        {**e.payload, "seq": e.seq}
+        for e in Event.objects.filter(session=session, kind="screenshot").order_by("-seq")[:20]
+    ]

@@ -1,0 +1,78 @@
+// The live session page: htmx's websocket extension with resume-from-last-seq and dedupe.
+(function () {
+  "use strict";
+
+  function lastSeq() {
+    var items = document.querySelectorAll("#log-events > li[data-seq]");
+    return items.length ? parseInt(items[items.length - 1].dataset.seq, 10) : 0;
+  }
+
+  function nearBottom(box) {
+    return box.scrollHeight - box.scrollTop - box.clientHeight < 80;
+  }
+
+  // Every (re)connect asks for exactly what this page has not rendered yet.
+  var createWebSocket = null;
+  function install() {
+    if (!window.htmx || createWebSocket) return;
+    createWebSocket = htmx.createWebSocket || function (url) { return new WebSocket(url); };
+    htmx.createWebSocket = function (url) {
+      var sep = url.indexOf("?") >= 0 ? "&" : "?";
+      var ws = createWebSocket(url + sep + "after=" + lastSeq());
+      ws.binaryType = "blob";
+      return ws;
+    };
+  }
+  install();
+  document.addEventListener("DOMContentLoaded", install);
+
+  var follow = true;
+  document.addEventListener("htmx:wsBeforeMessage", function (evt) {
+    var box = document.getElementById("log");
+    follow = box ? nearBottom(box) : true;
+    var seqs = (evt.detail.message.match(/data-seq="(\d+)"/g) || []).map(function (m) {
+      return parseInt(m.slice(10, -1), 10);
+    });
+    var last = lastSeq();
+    if (seqs.length && seqs.every(function (s) { return s <= last; })) {
+      evt.preventDefault(); // all already shown: a replay overlapping what we had
+    }
+  });
+
+  document.addEventListener("htmx:wsAfterMessage", function () {
+    // Drop any duplicate that slipped in (same seq twice keeps the first).
+    var seen = {};
+    document.querySelectorAll("#log-events > li[data-seq]").forEach(function (li) {
+      if (seen[li.dataset.seq]) li.remove(); else seen[li.dataset.seq] = true;
+    });
+    var box = document.getElementById("log");
+    var jump = document.getElementById("jump-live");
+    if (!box) return;
+    if (follow) { box.scrollTop = box.scrollHeight; if (jump) jump.hidden = true; }
+    else if (jump) { jump.hidden = false; }
+  });
+
+  document.addEventListener("htmx:wsClose", function (evt) {
+    // 4008: the server says we fell behind; reconnect and resume from our last seq.
+    if (evt.detail.event.code === 4008 && evt.detail.socketWrapper) {
+      setTimeout(function () { evt.detail.socketWrapper.reconnect(); }, 200);
+    }
+  });
+
+  document.addEventListener("click", function (evt) {
+    if (evt.target && evt.target.id === "jump-live") {
+      var box = document.getElementById("log");
+      box.scrollTop = box.scrollHeight;
+      evt.target.hidden = true;
+    }
+  });
+
+  document.addEventListener("DOMContentLoaded", function () {
+    var box = document.getElementById("log");
+    if (box) box.scrollTop = box.scrollHeight;
+    if (box) box.addEventListener("scroll", function () {
+      var jump = document.getElementById("jump-live");
+      if (jump && nearBottom(box)) jump.hidden = true;
+    });
+  });
+})();

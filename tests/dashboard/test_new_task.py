@@ -1,0 +1,83 @@
+import pytest
+from django.urls import reverse
+
+from sessions.models import Session
+
+pytestmark = pytest.mark.django_db
+
+
+def test_the_picker_offers_only_repositories_the_user_may_start_sessions_on(client, team):
+    client.force_login(team.engineer)
+    page = client.get(reverse("sessions:new")).content.decode()
+    assert ">widgets</option>" in page
+    assert "gadgets" not in page
+    assert 'for="id_prompt"' in page  # labelled controls
+
+
+def test_a_role_without_start_permission_is_told_so(client, team):
+    client.force_login(team.manager)
+    page = client.get(reverse("sessions:new")).content.decode()
+    assert "ask a repository admin for the engineer role" in page
+
+
+def test_an_empty_prompt_is_refused_by_the_form(client, team):
+    client.force_login(team.engineer)
+    response = client.post(
+        reverse("sessions:new"),
+        {
+            "repository": team.repository.pk,
+            "agent": "command",
+            "agent_command": "true",
+            "prompt": " ",
+        },
+    )
+    assert response.status_code == 200
+    assert "The prompt is empty" in response.content.decode()
+    assert not Session.objects.exists()
+
+
+def test_a_valid_task_starts_a_session_and_opens_its_page(
+    client, team, django_capture_on_commit_callbacks
+):
+    client.force_login(team.engineer)
+    with django_capture_on_commit_callbacks() as callbacks:
+        response = client.post(
+            reverse("sessions:new"),
+            {"repository": team.repository.pk, "agent": "command", "agent_command": "true",
+             "prompt": "add a README"},
+        )  # fmt: skip
+    session = Session.objects.get()
+    assert response.status_code == 302 and response.url == session.get_absolute_url()
+    assert session.prompts.get().author == team.engineer
+    assert len(callbacks) == 2  # viewers are notified and the turn is queued for a worker
+
+
+def test_a_foreign_repository_cannot_be_chosen(client, team):
+    client.force_login(team.engineer)
+    response = client.post(
+        reverse("sessions:new"),
+        {"repository": team.other_repository.pk, "agent": "command", "agent_command": "true",
+         "prompt": "x"},
+    )  # fmt: skip
+    assert "Select a valid choice" in response.content.decode()
+    assert not Session.objects.exists()
+
+
+def test_the_list_filters_and_searches(client, team):
+    Session.objects.create(
+        repository=team.repository, creator=team.engineer, title="Fix login", branch="main"
+    )
+    Session.objects.create(
+        repository=team.repository,
+        creator=team.admin,
+        title="Bump deps",
+        branch="main",
+        state="idle",
+    )
+    client.force_login(team.engineer)
+    page = client.get(reverse("sessions:list") + "?q=login").content.decode()
+    assert "Fix login" in page and "Bump deps" not in page
+    page = client.get(reverse("sessions:list") + "?state=idle").content.decode()
+    assert "Bump deps" in page and "Fix login" not in page
+    page = client.get(reverse("sessions:list") + "?mine=1").content.decode()
+    assert "Fix login" in page and "Bump deps" not in page
