@@ -1,0 +1,528 @@
+"""The init / command server that runs INSIDE a local sandbox.
+
+Started once per sandbox as ``/usr/bin/python3 -I -S -c BOOT`` under bubblewrap or gVisor; its
+source and a JSON config line arrive on stdin (so secrets in the config never show in argv). It holds the sandbox's namespaces alive (when it exits the sandbox dies)
+and serves a tiny framed protocol on a unix socket, so any host process -- including a worker
+that restarted -- can run commands, PTYs and file operations in the same live sandbox.
+
+It must only use the stdlib of the sandbox's /usr/bin/python3 and import nothing from the
+project (the project is not inside the sandbox). ``protocol`` helpers are duplicated in
+``local.py`` on purpose; keep the two in sync.
+
+Frames: 1 type byte + 4-byte big-endian length + payload.
+  client -> server: J request json, D data, K kill, I pty input, R resize json
+  server -> client: J reply json, D data, O stdout, E stderr, P pty output, X exit json
+"""
+
+import errno
+import json
+import os
+import posixpath
+import selectors
+import signal
+import socket
+import stat
+import struct
+import subprocess
+import sys
+import threading
+import time
+
+WORKSPACE = "/workspace"
+HDR = struct.Struct("!cI")
+# Every command goes through this shim: it undoes the OOM protection the host gave to the
+# init (so the OOM killer picks the real memory hog) and, for PTYs, makes the terminal the
+# controlling tty of the new session, all without preexec_fn (unsafe in a threaded server).
+SHIM = 'echo 0 >/proc/self/oom_score_adj 2>/dev/null; {tty}exec "$@"'
+CONFIG: dict = {}
+
+
+def send(sock, lock, typ, payload=b""):
+    with lock:
+        sock.sendall(HDR.pack(typ, len(payload)) + payload)
+
+
+def recv_exact(sock, n):
+    buf = bytearray()
+    while len(buf) < n:
+        chunk = sock.recv(n - len(buf))
+        if not chunk:
+            return None
+        buf += chunk
+    return bytes(buf)
+
+
+def recv(sock):
+    hdr = recv_exact(sock, HDR.size)
+    if hdr is None:
+        return None, None
+    typ, size = HDR.unpack(hdr)
+    payload = recv_exact(sock, size) if size else b""
+    if payload is None:
+        return None, None
+    return typ, payload
+
+
+def jdump(obj):
+    return json.dumps(obj).encode()
+
+
+class Escape(Exception):
+    pass
+
+
+def resolve(path, follow_last=True):
+    """Map a file-API path to an absolute in-sandbox path under /workspace, or raise Escape.
+
+    Runs inside the sandbox, so even a wrong answer could only reach what the sandbox itself
+    can reach; the host never follows sandbox-controlled symlinks.
+    """
+    if path.startswith("/"):
+        path = posixpath.normpath(path)
+        if path != WORKSPACE and not path.startswith(WORKSPACE + "/"):
+            raise Escape("absolute path outside the workspace")
+        path = path[len(WORKSPACE) :]
+    parts = []
+    for part in path.split("/"):
+        if part in ("", "."):
+            continue
+        if part == "..":
+            if not parts:
+                raise Escape("'..' leaves the workspace")
+            parts.pop()
+        else:
+            parts.append(part)
+    full = posixpath.join(WORKSPACE, *parts)
+    if follow_last:
+        real = os.path.realpath(full)
+    else:
+        real = posixpath.join(os.path.realpath(posixpath.dirname(full)), posixpath.basename(full))
+    if real != WORKSPACE and not real.startswith(WORKSPACE + "/"):
+        raise Escape("a symlink leads outside the workspace")
+    return real
+
+
+def base_env(extra):
+    env = {
+        "PATH": "/usr/local/bin:/usr/bin:/bin:/usr/local/sbin:/usr/sbin:/sbin",
+        "HOME": "/tmp",
+        "USER": "sandbox",
+        "LOGNAME": "sandbox",
+        "LANG": "C.UTF-8",
+        "PWD": WORKSPACE,
+    }
+    env.update(CONFIG.get("env") or {})
+    env.update(extra or {})
+    return env
+
+
+def drain_forever(fds):
+    """Keep reading (and dropping) pipes still held by background processes after the main
+    command exited, so a daemon that logs to its inherited stdout never gets EPIPE."""
+    sel = selectors.DefaultSelector()
+    for fd in fds:
+        sel.register(fd, selectors.EVENT_READ)
+    try:
+        while sel.get_map():
+            for key, _ in sel.select():
+                try:
+                    data = os.read(key.fd, 65536)
+                except OSError:
+                    data = b""
+                if not data:
+                    sel.unregister(key.fd)
+                    os.close(key.fd)
+    finally:
+        sel.close()
+
+
+def exit_notifier(proc):
+    """An fd that becomes readable when ``proc`` exits: a pidfd, or (gVisor lacks
+    pidfd_open) a pipe written by a thread blocked in waitid(WNOWAIT)."""
+    try:
+        return os.pidfd_open(proc.pid)
+    except (AttributeError, OSError):
+        pass
+    r, w = os.pipe()
+
+    def waiter():
+        try:
+            os.waitid(os.P_PID, proc.pid, os.WEXITED | os.WNOWAIT)
+        except OSError:
+            pass
+        os.write(w, b"x")
+        os.close(w)
+
+    try:
+        threading.Thread(target=waiter, daemon=True).start()
+    except RuntimeError:  # no thread slots left (process limit): poll instead
+        os.close(r)
+        os.close(w)
+        return None
+    return r
+
+
+def op_exec(conn, lock, req):
+    argv = req["argv"]
+    cwd = req.get("cwd") or WORKSPACE
+    if not cwd.startswith("/"):
+        cwd = posixpath.join(WORKSPACE, cwd)
+    env = base_env(req.get("env"))
+    timeout = req.get("timeout")
+    pty_opts = req.get("pty")
+    master = None
+    tty_redirect = ""
+    if pty_opts:
+        import fcntl
+        import termios
+
+        master, slave = os.openpty()
+        fcntl.ioctl(
+            master, termios.TIOCSWINSZ, struct.pack("HHHH", pty_opts["rows"], pty_opts["cols"], 0, 0)
+        )
+        env.setdefault("TERM", "xterm-256color")
+        # Re-opening the tty in the new session leader makes it the controlling terminal.
+        tty_redirect = "exec 0<>%s 1>&0 2>&0; " % os.ttyname(slave)
+        stdio = {"stdin": slave, "stdout": slave, "stderr": slave}
+    else:
+        stdio = {"stdin": subprocess.DEVNULL, "stdout": subprocess.PIPE, "stderr": subprocess.PIPE}
+    shim = ["/bin/sh", "-c", SHIM.format(tty=tty_redirect), "sh", *argv]
+    try:
+        proc = subprocess.Popen(shim, env=env, cwd=cwd, start_new_session=True, **stdio)
+    except OSError as exc:
+        name = errno.errorcode.get(exc.errno or 0, "spawn")
+        send(conn, lock, b"J", jdump({"ok": False, "error": "spawn", "errno": name,
+                                      "message": str(exc)}))
+        return
+    finally:
+        if master is not None:
+            os.close(slave)
+    send(conn, lock, b"J", jdump({"ok": True, "pid": proc.pid}))
+    start = time.monotonic()
+    deadline = start + timeout if timeout else None
+    pidfd = exit_notifier(proc)
+    sel = selectors.DefaultSelector()
+    if pidfd is not None:
+        sel.register(pidfd, selectors.EVENT_READ, "exit")
+    sel.register(conn, selectors.EVENT_READ, "conn")
+    outs = {}
+    if master is not None:
+        outs[master] = b"P"
+    else:
+        outs[proc.stdout.fileno()] = b"O"
+        outs[proc.stderr.fileno()] = b"E"
+    for fd in outs:
+        os.set_blocking(fd, False)
+        sel.register(fd, selectors.EVENT_READ, "out")
+    timed_out = False
+    client_gone = False
+
+    def kill_group():
+        try:
+            os.killpg(proc.pid, signal.SIGKILL)
+        except OSError:
+            pass
+
+    def pump(fd, until_empty):
+        while True:
+            try:
+                data = os.read(fd, 65536)
+            except BlockingIOError:
+                return True
+            except OSError:  # EIO: pty slave side closed
+                data = b""
+            if not data:
+                return False
+            if not client_gone:
+                try:
+                    send(conn, lock, outs[fd], data)
+                except OSError:
+                    pass
+            if not until_empty:
+                return True
+
+    exited = False
+    while not exited:
+        wait_s = None if deadline is None else max(0.0, deadline - time.monotonic())
+        if pidfd is None:
+            wait_s = 0.01 if wait_s is None else min(wait_s, 0.01)
+            if proc.poll() is not None:
+                break
+        events = sel.select(wait_s)
+        if not events and deadline is not None and time.monotonic() >= deadline:
+            timed_out = True
+            kill_group()
+            continue
+        for key, _ in events:
+            if key.data == "exit":
+                exited = True
+            elif key.data == "out":
+                if not pump(key.fd, False):
+                    sel.unregister(key.fd)
+            elif key.data == "conn":
+                typ, payload = recv(conn)
+                if typ is None:
+                    # The client went away (worker restart). Keep the command running under
+                    # its timeout, like a detached job; output is dropped.
+                    client_gone = True
+                    sel.unregister(conn)
+                elif typ == b"K":
+                    kill_group()
+                elif typ == b"I" and master is not None:
+                    os.set_blocking(master, True)
+                    os.write(master, payload)
+                    os.set_blocking(master, False)
+                elif typ == b"R" and master is not None:
+                    import fcntl
+                    import termios
+
+                    size = json.loads(payload)
+                    fcntl.ioctl(
+                        master,
+                        termios.TIOCSWINSZ,
+                        struct.pack("HHHH", size["rows"], size["cols"], 0, 0),
+                    )
+                    os.killpg(proc.pid, signal.SIGWINCH)
+    rc = proc.wait()
+    if pidfd is not None:
+        os.close(pidfd)
+        sel.unregister(pidfd)
+    if not client_gone:
+        sel.unregister(conn)
+    # Drain what the command wrote. Usually EOF comes at once (no writer is left); pipes still
+    # held by background processes get a short grace (gVisor may deliver the exit before the
+    # last write is readable) and are then handed to a drainer thread.
+    grace_end = time.monotonic() + 0.05
+    while sel.get_map():
+        events = sel.select(max(0.0, grace_end - time.monotonic()))
+        if not events:
+            break
+        for key, _ in events:
+            if not pump(key.fd, True):
+                sel.unregister(key.fd)
+    lingering = list(sel.get_map())
+    sel.close()
+    if master is not None:
+        os.close(master)
+        lingering = []
+    exit_code = 128 - rc if rc < 0 else rc
+    if not client_gone:
+        try:
+            send(conn, lock, b"X", jdump({"exit_code": exit_code, "timed_out": timed_out}))
+        except OSError:
+            pass
+    if lingering:
+        # Hand the pipe ends to a drainer; detach them from the Popen objects first.
+        for f in (proc.stdout, proc.stderr):
+            if f is not None and f.fileno() in lingering:
+                os.set_blocking(f.fileno(), True)
+        keep = [os.dup(fd) for fd in lingering]
+        try:
+            threading.Thread(target=drain_forever, args=(keep,), daemon=True).start()
+        except RuntimeError:
+            for fd in keep:
+                os.close(fd)
+    for f in (proc.stdout, proc.stderr):
+        if f is not None:
+            f.close()
+
+
+def op_read(conn, lock, req):
+    path = resolve(req["path"])
+    with open(path, "rb") as fh:
+        data = fh.read()
+    send(conn, lock, b"J", jdump({"ok": True, "size": len(data)}))
+    send(conn, lock, b"D", data)
+
+
+def op_write(conn, lock, req):
+    path = resolve(req["path"], follow_last=False)
+    if os.path.islink(path):
+        path = resolve(req["path"])
+    typ, data = recv(conn)
+    if typ != b"D":
+        raise ValueError("expected data frame")
+    os.makedirs(posixpath.dirname(path), exist_ok=True)
+    # Resolve the parent again after makedirs: a racing symlink swap inside the sandbox can
+    # only ever point at places the sandbox could write to anyway.
+    fd = os.open(path, os.O_WRONLY | os.O_CREAT | os.O_TRUNC | os.O_NOFOLLOW, req.get("mode", 0o644))
+    try:
+        os.write(fd, data) if len(data) < 1 << 20 else _write_all(fd, data)
+        os.fchmod(fd, req.get("mode", 0o644))
+    finally:
+        os.close(fd)
+    send(conn, lock, b"J", jdump({"ok": True}))
+
+
+def _write_all(fd, data):
+    view = memoryview(data)
+    while view:
+        n = os.write(fd, view)
+        view = view[n:]
+
+
+def op_list(conn, lock, req):
+    path = resolve(req["path"])
+    entries = []
+    rel_base = path[len(WORKSPACE) + 1 :] if path != WORKSPACE else ""
+    with os.scandir(path) as it:
+        for ent in it:
+            st = ent.stat(follow_symlinks=False)
+            if stat.S_ISLNK(st.st_mode):
+                kind = "symlink"
+            elif stat.S_ISDIR(st.st_mode):
+                kind = "dir"
+            elif stat.S_ISREG(st.st_mode):
+                kind = "file"
+            else:
+                kind = "other"
+            entries.append(
+                {
+                    "path": posixpath.join(rel_base, ent.name) if rel_base else ent.name,
+                    "name": ent.name,
+                    "kind": kind,
+                    "size": st.st_size,
+                    "mtime": st.st_mtime,
+                    "mode": stat.S_IMODE(st.st_mode),
+                }
+            )
+    entries.sort(key=lambda e: e["name"])
+    send(conn, lock, b"J", jdump({"ok": True, "entries": entries}))
+
+
+def op_ping(conn, lock, req):
+    send(conn, lock, b"J", jdump({"ok": True, "pid": os.getpid(), "started": STARTED}))
+
+
+OPS = {"exec": op_exec, "read": op_read, "write": op_write, "list": op_list, "ping": op_ping}
+
+
+def handle(conn):
+    lock = threading.Lock()
+    try:
+        typ, payload = recv(conn)
+        if typ != b"J":
+            return
+        req = json.loads(payload)
+        try:
+            OPS[req["op"]](conn, lock, req)
+        except Escape as exc:
+            send(conn, lock, b"J", jdump({"ok": False, "error": "escape", "message": str(exc)}))
+        except FileNotFoundError as exc:
+            send(conn, lock, b"J", jdump({"ok": False, "error": "notfound", "message": str(exc)}))
+        except OSError as exc:
+            name = errno.errorcode.get(exc.errno or 0, "oserror")
+            send(conn, lock, b"J", jdump({"ok": False, "error": name, "message": str(exc)}))
+    except Exception:  # noqa: BLE001 - one bad request must never take the sandbox down
+        pass
+    finally:
+        conn.close()
+
+
+def relay(a, b):
+    """Copy bytes both ways between two sockets until either side closes."""
+    sel = selectors.DefaultSelector()
+    sel.register(a, selectors.EVENT_READ, b)
+    sel.register(b, selectors.EVENT_READ, a)
+    try:
+        while True:
+            for key, _ in sel.select():
+                data = key.fileobj.recv(65536)
+                if not data:
+                    return
+                key.data.sendall(data)
+    except OSError:
+        pass
+    finally:
+        sel.close()
+        a.close()
+        b.close()
+
+
+def egress_forwarder(port, proxy_path):
+    """Inside the sandbox's own netns: 127.0.0.1:port -> the host's policy proxy socket.
+
+    The sandbox has no route out; this is the only door, and the policy is enforced on the
+    other side of it, by the host.
+    """
+    lsock = socket.socket(socket.AF_INET, socket.SOCK_STREAM)
+    lsock.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
+    lsock.bind(("127.0.0.1", port))
+    lsock.listen(64)
+    while True:
+        client, _ = lsock.accept()
+        upstream = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)
+        try:
+            upstream.connect(proxy_path)
+        except OSError:
+            client.close()
+            upstream.close()
+            continue
+        threading.Thread(target=relay, args=(client, upstream), daemon=True).start()
+
+
+def main():
+    global STARTED
+    STARTED = time.time()
+    CONFIG.update(json.loads(sys.stdin.buffer.readline()))
+    os.close(0)
+    if CONFIG.get("listen_fd") is not None:
+        lsock = socket.socket(fileno=CONFIG["listen_fd"])
+    else:
+        # Bind under a temporary name and rename once listening: the host treats the
+        # socket's appearance as "ready".
+        path = CONFIG["listen_path"]
+        tmp = path + ".tmp"
+        for p in (path, tmp):
+            try:
+                os.unlink(p)
+            except FileNotFoundError:
+                pass
+        lsock = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)
+        lsock.bind(tmp)
+        lsock.listen(128)
+        os.rename(tmp, path)
+    for name, value in (CONFIG.get("rlimits") or {}).items():
+        import resource
+
+        res = getattr(resource, name)
+        resource.setrlimit(res, (value, value))
+    if CONFIG.get("egress_port"):
+        threading.Thread(
+            target=egress_forwarder,
+            args=(CONFIG["egress_port"], CONFIG["egress_socket"]),
+            daemon=True,
+        ).start()
+    lifetime = CONFIG.get("lifetime_seconds")
+    if lifetime:
+        # When this process exits, the sandbox's pid 1 exits and the kernel kills everything.
+        threading.Timer(lifetime, os._exit, args=(0,)).start()
+    signal.signal(signal.SIGTERM, lambda *_: os._exit(0))
+    while True:
+        try:
+            conn, _ = lsock.accept()
+        except InterruptedError:
+            continue
+        try:
+            threading.Thread(target=handle, args=(conn,), daemon=True).start()
+        except RuntimeError:
+            # The sandbox is at its process limit (threads count too). Refuse this request
+            # but stay alive: the init dying would kill the whole sandbox.
+            refuse(conn)
+
+
+def refuse(conn):
+    try:
+        conn.settimeout(1.0)
+        recv(conn)
+        send(conn, threading.Lock(), b"J", jdump({"ok": False, "error": "spawn",
+                                                  "errno": "EAGAIN", "message": "no slots"}))
+    except OSError:
+        pass
+    conn.close()
+
+
+STARTED = 0.0
+
+if __name__ == "__main__":
+    main()

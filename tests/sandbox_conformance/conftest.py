@@ -1,0 +1,159 @@
+"""Fixtures of the sandbox backend conformance suite (no Django, no database).
+
+Every test runs once per backend in ``BACKENDS``. A backend that cannot run here is skipped
+with the reason it gives (``skip_reason``). To add a backend, add a ``BackendSpec``: e.g. the
+Modal backend registers ``modal`` below and is skipped with "MODAL_TOKEN_ID not set" when its
+credentials are absent.
+
+``caps`` lets a test ask about properties that differ legitimately between backends, e.g.
+``same_host`` (the sandbox runs on this machine, so a TCP server the test starts on the host's
+127.0.0.1 is a meaningful target), ``survives_oom`` (a command killed by the memory limit leaves
+the sandbox running; under gVisor the whole sandbox is the OOM victim), ``pids_attribution``
+(a fork refused by the process limit is reported as ``limit_hit='pids'``), ``host_processes``
+(sandbox processes are host processes, visible in the host's /proc; not so under gVisor).
+"""
+
+from __future__ import annotations
+
+import os
+import shutil
+from collections.abc import Callable, Iterator
+from dataclasses import dataclass, field
+from pathlib import Path
+
+import pytest
+
+from snapshots.sandbox.base import Limits, NetworkPolicy, Sandbox, SandboxBackend, SnapshotRef
+
+
+@dataclass
+class BackendSpec:
+    name: str
+    make: Callable[[Path], SandboxBackend]
+    skip_reason: Callable[[], str | None]
+    caps: set[str] = field(default_factory=set)
+
+
+def _local_skip(runtime: str) -> Callable[[], str | None]:
+    def reason() -> str | None:
+        if os.geteuid() != 0:
+            return "the local backend needs root (overlay mounts, cgroups)"
+        if not shutil.which("bwrap"):
+            return "bubblewrap is not installed"
+        if runtime == "runsc":
+            from snapshots.sandbox import runsc
+
+            problem = runsc.problem()
+            return f"runsc cannot run here: {problem}" if problem else None
+        return None
+
+    return reason
+
+
+def _make_local(runtime: str) -> Callable[[Path], SandboxBackend]:
+    def make(root: Path) -> SandboxBackend:
+        from snapshots.sandbox.local import LocalBackend
+
+        # allowed.test resolves to the host loopback so allowlist tests need no internet.
+        return LocalBackend(
+            root / runtime, runtime=runtime, egress_hosts={"allowed.test": "127.0.0.1"}
+        )
+
+    return make
+
+
+def _modal_skip() -> str | None:
+    if not os.environ.get("MODAL_TOKEN_ID"):
+        return "MODAL_TOKEN_ID not set"
+    try:
+        import snapshots.sandbox.modal  # noqa: F401
+    except ImportError as exc:
+        return f"modal backend not importable: {exc}"
+    return None
+
+
+def _make_modal(root: Path) -> SandboxBackend:
+    from snapshots.sandbox import modal as modal_backend
+
+    return modal_backend.ModalBackend.from_env()  # type: ignore[attr-defined]
+
+
+LOCAL_CAPS = {"same_host", "local_layout"}
+BACKENDS: dict[str, BackendSpec] = {
+    "local-bwrap": BackendSpec(
+        "local-bwrap", _make_local("bwrap"), _local_skip("bwrap"), LOCAL_CAPS | {"cgroups"}
+    ),
+    "local-runsc": BackendSpec(
+        "local-runsc", _make_local("runsc"), _local_skip("runsc"), LOCAL_CAPS
+    ),
+    "modal": BackendSpec("modal", _make_modal, _modal_skip, set()),
+}
+
+
+@pytest.fixture(scope="session", params=list(BACKENDS))
+def backend_spec(request: pytest.FixtureRequest) -> BackendSpec:
+    spec = BACKENDS[request.param]
+    reason = spec.skip_reason()
+    if reason:
+        pytest.skip(reason)
+    return spec
+
+
+@pytest.fixture(scope="session")
+def backend(
+    backend_spec: BackendSpec, tmp_path_factory: pytest.TempPathFactory
+) -> Iterator[SandboxBackend]:
+    be = backend_spec.make(tmp_path_factory.mktemp("sandbox-backend"))
+    yield be
+    for sid in be.list_sandboxes():
+        be.attach(sid).terminate()
+
+
+@pytest.fixture(scope="session")
+def caps(backend_spec: BackendSpec) -> set[str]:
+    return backend_spec.caps
+
+
+def make_tree(root: Path) -> Path:
+    """A small repository-like tree used as the base snapshot."""
+    (root / "src" / "pkg").mkdir(parents=True)
+    (root / "README.md").write_text("# demo\n")
+    (root / "src" / "pkg" / "__init__.py").write_text("VALUE = 1\n")
+    (root / "src" / "pkg" / "mod.py").write_text("def f():\n    return 42\n")
+    (root / "docs").mkdir()
+    (root / "docs" / "guide.txt").write_text("guide\n")
+    (root / "data.bin").write_bytes(bytes(range(256)) * 4)
+    (root / "link-to-readme").symlink_to("README.md")
+    return root
+
+
+@pytest.fixture(scope="session")
+def base_snapshot(backend: SandboxBackend, tmp_path_factory: pytest.TempPathFactory) -> SnapshotRef:
+    src = make_tree(tmp_path_factory.mktemp("base-tree"))
+    return backend.snapshot_from_directory(str(src))
+
+
+@pytest.fixture
+def new_sandbox(
+    backend: SandboxBackend, base_snapshot: SnapshotRef
+) -> Iterator[Callable[..., Sandbox]]:
+    """Factory: ``new_sandbox(network=..., limits=..., env=..., snapshot=...)``; all created
+    sandboxes are terminated after the test."""
+    made: list[Sandbox] = []
+
+    def factory(**kwargs: object) -> Sandbox:
+        kwargs.setdefault("snapshot", base_snapshot)
+        kwargs.setdefault("network", NetworkPolicy("none"))
+        kwargs.setdefault("limits", Limits(wall_seconds=60, memory_mb=1024, pids=256))
+        sb = backend.create(**kwargs)  # type: ignore[arg-type]
+        made.append(sb)
+        return sb
+
+    yield factory
+    for sb in made:
+        sb.terminate()
+
+
+@pytest.fixture
+def sandbox(new_sandbox: Callable[..., Sandbox]) -> Sandbox:
+    return new_sandbox()

@@ -1,0 +1,140 @@
+"""Egress follows the policy, enforced by the backend."""
+
+from __future__ import annotations
+
+import http.server
+import socket
+import threading
+
+import pytest
+
+from snapshots.sandbox.base import NetworkPolicy
+
+PROBE = (
+    "python3 -c \"import socket,sys\n"
+    "s=socket.socket(); s.settimeout(3)\n"
+    "try:\n s.connect(('127.0.0.1', {port})); print('CONNECTED', s.recv(100).decode())\n"
+    "except OSError as e: print('BLOCKED', e)\""
+)
+
+
+@pytest.fixture
+def host_tcp_server():
+    """A TCP server on the HOST's 127.0.0.1 standing in for PostgreSQL or Redis."""
+    srv = socket.socket()
+    srv.bind(("127.0.0.1", 0))
+    srv.listen(8)
+    stop = threading.Event()
+
+    def serve():
+        srv.settimeout(0.2)
+        while not stop.is_set():
+            try:
+                conn, _ = srv.accept()
+            except OSError:
+                continue
+            conn.sendall(b"host-service-banner")
+            conn.close()
+
+    t = threading.Thread(target=serve, daemon=True)
+    t.start()
+    yield srv.getsockname()[1]
+    stop.set()
+    t.join()
+    srv.close()
+
+
+@pytest.fixture
+def host_http_server():
+    class Handler(http.server.BaseHTTPRequestHandler):
+        def do_GET(self):
+            body = b"hello from allowed host"
+            self.send_response(200)
+            self.send_header("Content-Length", str(len(body)))
+            self.end_headers()
+            self.wfile.write(body)
+
+        def log_message(self, *args):
+            pass
+
+    srv = http.server.ThreadingHTTPServer(("127.0.0.1", 0), Handler)
+    t = threading.Thread(target=srv.serve_forever, daemon=True)
+    t.start()
+    yield srv.server_address[1]
+    srv.shutdown()
+    srv.server_close()
+
+
+def test_none_blocks_host_loopback_services(new_sandbox, caps, host_tcp_server):
+    if "same_host" not in caps:
+        pytest.skip("needs the sandbox on this machine")
+    sb = new_sandbox(network=NetworkPolicy("none"))
+    r = sb.run(PROBE.format(port=host_tcp_server))
+    assert "BLOCKED" in r.stdout, r.stdout + r.stderr
+    assert "host-service-banner" not in r.stdout
+
+
+def test_none_has_a_working_private_loopback(new_sandbox):
+    sb = new_sandbox(network=NetworkPolicy("none"))
+    sb.run("python3 -m http.server 8765 --bind 127.0.0.1 >/dev/null 2>&1 &")
+    r = sb.run(
+        "for i in $(seq 50); do python3 -c \"import urllib.request as u;"
+        "print(u.urlopen('http://127.0.0.1:8765/').status)\" 2>/dev/null && break;"
+        " sleep 0.1; done"
+    )
+    assert "200" in r.stdout
+
+
+def test_none_blocks_external_addresses(new_sandbox):
+    sb = new_sandbox(network=NetworkPolicy("none"))
+    r = sb.run("ip -o link 2>/dev/null || cat /proc/net/dev")
+    assert "eth" not in r.stdout  # only lo exists
+
+
+def test_open_reaches_host(new_sandbox, caps, host_tcp_server):
+    if "same_host" not in caps:
+        pytest.skip("needs the sandbox on this machine")
+    sb = new_sandbox(network=NetworkPolicy("open"))
+    r = sb.run(PROBE.format(port=host_tcp_server))
+    assert "CONNECTED host-service-banner" in r.stdout, r.stdout + r.stderr
+
+
+FETCH = (
+    "python3 -c \"import urllib.request as u, urllib.error as e\n"
+    "try: print('OK', u.urlopen('{url}', timeout=5).read().decode())\n"
+    "except e.HTTPError as x: print('HTTP', x.code, x.read().decode())\n"
+    "except Exception as x: print('ERR', x)\""
+)
+
+
+def test_allowlist_allows_listed_domain_only(new_sandbox, caps, host_http_server,
+                                             host_tcp_server):
+    if "same_host" not in caps:
+        pytest.skip("uses allowed.test -> host loopback mapping of the local backend")
+    sb = new_sandbox(network=NetworkPolicy("allowlist", ("allowed.test",)))
+    ok = sb.run(FETCH.format(url=f"http://allowed.test:{host_http_server}/"))
+    assert "OK hello from allowed host" in ok.stdout, ok.stdout + ok.stderr
+    denied = sb.run(FETCH.format(url=f"http://denied.test:{host_http_server}/"))
+    assert "HTTP 403" in denied.stdout and "not on the allowlist" in denied.stdout
+    # An IP literal is not a listed domain either.
+    by_ip = sb.run(FETCH.format(url=f"http://127.0.0.1:{host_http_server}/"))
+    assert "OK" not in by_ip.stdout
+    # Bypassing the proxy with a raw socket gets nowhere.
+    raw = sb.run(PROBE.format(port=host_tcp_server))
+    assert "BLOCKED" in raw.stdout
+
+
+def test_allowlist_https_connect_is_checked(new_sandbox, caps, host_tcp_server):
+    if "same_host" not in caps:
+        pytest.skip("uses the local backend's proxy")
+    sb = new_sandbox(network=NetworkPolicy("allowlist", ("allowed.test",)))
+    script = (
+        "python3 -c \"import socket\n"
+        "for host in ('allowed.test', 'evil.example'):\n"
+        " s=socket.create_connection(('127.0.0.1', 3128), timeout=5)\n"
+        " s.sendall(('CONNECT %s:{port} HTTP/1.1\\r\\nHost: x\\r\\n\\r\\n' % host).encode())\n"
+        " print(host, s.recv(200).split(b'\\r\\n')[0].decode())\""
+    ).format(port=host_tcp_server)
+    r = sb.run(script)
+    assert "allowed.test HTTP/1.1 200" in r.stdout, r.stdout + r.stderr
+    assert "evil.example HTTP/1.1 403" in r.stdout
