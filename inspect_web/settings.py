@@ -92,8 +92,8 @@ EMBEDDED_REDIS = not env.env_str("REDIS_URL")
 
 CHANNEL_LAYERS = {
     "default": {
-        "BACKEND": "channels_redis.core.RedisChannelLayer",
-        "CONFIG": {"hosts": [REDIS_URL], "capacity": 1000, "expiry": 30},
+        "BACKEND": "channels_redis.pubsub.RedisPubSubChannelLayer",
+        "CONFIG": {"hosts": [REDIS_URL]},
     }
 }
 
@@ -130,6 +130,50 @@ SNAPSHOT_KEEP = env.env_int("INSPECT_SNAPSHOT_KEEP", 3, minimum=1)
 SNAPSHOT_SETUP_TIMEOUT = env.env_int("INSPECT_SETUP_TIMEOUT", 1800, minimum=10)
 PREWARM_SECONDS = env.env_int("INSPECT_PREWARM_SECONDS", 120, minimum=5)
 SANDBOX_IDLE_SECONDS = env.env_int("INSPECT_SANDBOX_IDLE_SECONDS", 900, minimum=30)
+
+
+# Agent runtimes
+# The built-in agent's model API (OpenAI-compatible, or Anthropic's Messages API), the CLI agents'
+# keys, and per-turn limits. Keys stay on the worker: never in a sandbox, scrubbed from events.
+def _env_float(name: str, default: float, *, minimum: float = 0.0) -> float:
+    raw = env.env_str(name)
+    if not raw:
+        return default
+    try:
+        value = float(raw)
+    except ValueError:
+        raise env.ConfigError(name, f"{raw!r} is not a number") from None
+    if value < minimum:
+        raise env.ConfigError(name, f"{value} is below the minimum of {minimum}")
+    return value
+
+
+DEFAULT_AGENT = env.env_choice(
+    "INSPECT_DEFAULT_AGENT", ["builtin", "opencode", "claude-code", "codex", "command"], "builtin"
+)
+LLM_PROVIDER = env.env_choice("INSPECT_LLM_PROVIDER", ["auto", "openai", "anthropic"], "auto")
+LLM_BASE_URL = env.env_str("INSPECT_LLM_BASE_URL", "https://api.openai.com/v1").rstrip("/")
+LLM_API_KEY = env.env_str("INSPECT_LLM_API_KEY")
+LLM_MODEL = env.env_str("INSPECT_LLM_MODEL")
+ANTHROPIC_API_KEY = env.env_str("ANTHROPIC_API_KEY")
+ANTHROPIC_BASE_URL = env.env_str("ANTHROPIC_BASE_URL", "https://api.anthropic.com").rstrip("/")
+LLM_TIMEOUT = env.env_int("INSPECT_LLM_TIMEOUT", 120, minimum=5)
+LLM_RETRIES = env.env_int("INSPECT_LLM_RETRIES", 4, minimum=0, maximum=10)
+try:
+    from sessions.agents.pricing import parse_prices
+
+    LLM_PRICES = parse_prices(env.env_str("INSPECT_LLM_PRICES"))
+except ValueError as exc:
+    raise env.ConfigError("INSPECT_LLM_PRICES", str(exc)) from None
+AGENT_MAX_STEPS = env.env_int("INSPECT_AGENT_MAX_STEPS", 50, minimum=1)
+AGENT_MAX_TOKENS = env.env_int("INSPECT_AGENT_MAX_TOKENS", 500_000, minimum=1000)
+AGENT_MAX_COST_USD = _env_float("INSPECT_AGENT_MAX_COST_USD", 5.0)
+AGENT_MAX_WALL_SECONDS = env.env_int("INSPECT_AGENT_MAX_WALL_SECONDS", 1800, minimum=30)
+AGENT_COMMAND_TIMEOUT = env.env_int("INSPECT_AGENT_COMMAND_TIMEOUT", 600, minimum=5)
+AGENT_MALFORMED_RETRIES = env.env_int("INSPECT_AGENT_MALFORMED_RETRIES", 3, minimum=0)
+AGENT_CHILD_DEPTH = env.env_int("INSPECT_AGENT_CHILD_DEPTH", 1, minimum=0)
+AGENT_CHILDREN_PER_REPOSITORY = env.env_int("INSPECT_AGENT_CHILDREN_PER_REPOSITORY", 5, minimum=0)
+# End of agent runtimes
 
 CELERY_BEAT_SCHEDULE = {
     "refresh-due-snapshots": {

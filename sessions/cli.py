@@ -31,8 +31,13 @@ def register(areas, command) -> None:
     create = sub("create", session_create, "start a session with a first prompt")
     create.add_argument("repo")
     create.add_argument("--prompt", required=True)
-    create.add_argument("--agent", default="command")
+    create.add_argument(
+        "--agent",
+        default="",
+        help="default: command with --agent-command, else INSPECT_DEFAULT_AGENT",
+    )
     create.add_argument("--agent-command", default="")
+    create.add_argument("--model", default="", help="the model for this session's agent")
     create.add_argument("--branch")
     create.add_argument("--wait", action="store_true", help="block until idle or failed")
     create.add_argument("--inline", action="store_true", help="run the turn in this process")
@@ -85,6 +90,7 @@ def session_create(command, options) -> int:
             prompt=options["prompt"],
             agent=options["agent"],
             agent_command=options["agent_command"],
+            model=options["model"],
             branch=options["branch"],
         )
     except (services.SessionError, PermissionDenied) as exc:

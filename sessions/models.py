@@ -50,6 +50,17 @@ class Session(models.Model):
         max_length=500, blank=True, help_text="The session's own snapshot after its last turn."
     )
     agent_command = models.TextField(blank=True, help_text="For the `command` agent.")
+    model = models.CharField(
+        max_length=100, blank=True, help_text="Overrides INSPECT_LLM_MODEL / the CLI's default."
+    )
+    parent = models.ForeignKey(
+        "self",
+        null=True,
+        blank=True,
+        on_delete=models.SET_NULL,
+        related_name="children",
+        help_text="The session whose agent started this one.",
+    )
     # The driver's fencing token: writes by a driver holding an older token are refused.
     driver_fence = models.PositiveBigIntegerField(default=0)
     timings = models.JSONField(default=dict, blank=True)

@@ -16,8 +16,9 @@ from django.db import transaction
 from django.utils import timezone
 
 from sessions import services, states
-from sessions.agents import AgentError, get_runtime
+from sessions.agents import AgentError, get_runtime, turn_limits
 from sessions.agents.base import EVENT_KIND, Author, Turn
+from sessions.agents.children import SessionChildren
 from sessions.events import EventWriter, append_event
 from sessions.lease import DriverLease
 from sessions.models import Prompt, Session, State
@@ -254,12 +255,22 @@ class TurnRunner:
     def _run_agent(self, sandbox: Sandbox) -> str:
         """Run the agent; returns who stopped it ('' if it ran to the end)."""
         session, prompt = self.session, self.prompt
-        runtime = get_runtime(session.agent, command=session.agent_command)
+        runtime = get_runtime(session.agent, command=session.agent_command, model=session.model)
+        children = None
+        if session.agent == "builtin":
+            children = SessionChildren(
+                session,
+                user=prompt.author,
+                max_depth=settings.AGENT_CHILD_DEPTH,
+                max_per_repository=settings.AGENT_CHILDREN_PER_REPOSITORY,
+            )
         turn = Turn(
             sandbox=sandbox,
             prompt=prompt.text,
             author=_author(prompt.author),
             instructions=_instructions(sandbox),
+            limits=turn_limits(),
+            children=children,
         )
         stopped_by: list[str] = []
         finished = threading.Event()

@@ -3,6 +3,7 @@ API and the CLI all call them)."""
 
 from __future__ import annotations
 
+from django.conf import settings
 from django.db import transaction
 from django.utils import timezone
 
@@ -67,16 +68,19 @@ def session_create(
     repository: Repository,
     creator,
     prompt: str,
-    agent: str = "command",
+    agent: str = "",
     agent_command: str = "",
+    model: str = "",
     branch: str | None = None,
     title: str = "",
+    parent: Session | None = None,
 ) -> Session:
     """Start a session with its first prompt; the turn is queued for a worker after commit."""
     access.require_repo_permission(creator, repository, roles.START_SESSION)
     text = _check_prompt(prompt)
+    agent = agent or ("command" if agent_command else settings.DEFAULT_AGENT)
     try:
-        validate_agent(agent, agent_command)
+        validate_agent(agent, agent_command, model=model)
     except AgentError as exc:
         raise SessionError(str(exc)) from None
     with transaction.atomic():
@@ -87,6 +91,8 @@ def session_create(
             branch=branch or repository.default_branch,
             agent=agent,
             agent_command=agent_command,
+            model=model,
+            parent=parent,
         )
         _add_prompt(session, creator, text)
     return session

@@ -6,6 +6,7 @@ Every repository-scoped test gets an engineer, a reviewer, a manager, an admin a
 
 from __future__ import annotations
 
+import json
 import subprocess
 from dataclasses import dataclass
 from pathlib import Path
@@ -19,6 +20,22 @@ def pytest_configure(config) -> None:
     # Hashing passwords at full strength costs ~0.3 s per user; tests only need it to work.
     settings.PASSWORD_HASHERS = ["django.contrib.auth.hashers.MD5PasswordHasher"]
     settings.STATIC_ROOT.mkdir(parents=True, exist_ok=True)
+
+
+@pytest.fixture(scope="session", autouse=True)
+def sandboxes_cleaned_up():
+    """Sandboxes the tests leave live (idle session sandboxes, as in production) are
+    terminated when the run ends, so nothing of a test run keeps running."""
+    yield
+    from snapshots.sandbox.local import LocalBackend, reap_orphans
+
+    backend = LocalBackend(root=settings.SANDBOX_ROOT)
+    for sandbox_id in backend.list_sandboxes():
+        try:
+            backend.attach(sandbox_id).terminate()
+        except Exception:  # noqa: S112 - best effort: a gone sandbox needs nothing
+            continue
+    reap_orphans()
 
 
 @pytest.fixture(scope="session", autouse=True)
@@ -230,3 +247,32 @@ def private_data_dir(settings, tmp_path):
     settings.DATA_DIR = tmp_path / "data"
     settings.DATA_DIR.mkdir()
     return settings.DATA_DIR
+
+
+@pytest.fixture
+def ready_repo(inspect_cli, make_git_repo, team):
+    """`widgets` with a real upstream, a verify command and a ready snapshot."""
+    upstream = make_git_repo(
+        files={
+            "README.md": "# widgets\n",
+            "AGENTS.md": "Be brief.\n",
+            ".inspect/environment.toml": 'setup = ["mkdir -p build && echo ok > build/out"]\n'
+            'verify = ["test -f README.md", "echo checked"]\n',
+        }
+    )
+    team.repository.url = str(upstream.path)
+    team.repository.save()
+    code, out, err = inspect_cli("snapshot", "refresh", "widgets", "--json")
+    assert code == 0, err
+    team.repository.upstream = upstream
+    return team.repository
+
+
+@pytest.fixture
+def create_session(inspect_cli):
+    def create(*args: str) -> tuple[int, dict | None, str]:
+        code, out, err = inspect_cli("session", "create", "widgets", "--json", *args)
+        lines = out.strip().splitlines()
+        return code, (json.loads(lines[-1]) if lines and lines[-1].startswith("{") else None), err
+
+    return create

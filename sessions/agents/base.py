@@ -7,6 +7,7 @@ through the sandbox: nothing executes on the worker host.
 
 from __future__ import annotations
 
+import threading
 from abc import ABC, abstractmethod
 from collections.abc import Iterator, Mapping
 from dataclasses import dataclass, field
@@ -47,6 +48,18 @@ class TurnLimits:
     wall_seconds: float = 1800.0
 
 
+class ChildSessions(ABC):
+    """What the built-in agent's `spawn_session` / `session_status` tools call (see
+    sessions/agents/children.py). Methods return JSON-able dicts for the model and raise
+    AgentError with a message the model (and the user) can act on."""
+
+    @abstractmethod
+    def spawn(self, repository: str, prompt: str) -> dict[str, Any]: ...
+
+    @abstractmethod
+    def status(self, session_id: int) -> dict[str, Any]: ...
+
+
 @dataclass
 class Turn:
     sandbox: Sandbox
@@ -56,6 +69,11 @@ class Turn:
     limits: TurnLimits = field(default_factory=TurnLimits)
     env: Mapping[str, str] = field(default_factory=dict)
     options: Mapping[str, Any] = field(default_factory=dict)
+    # Set by the runner when the drift sync finishes; None means the workspace is in sync.
+    # Runtimes may read and search before it is set, but must not write (edits wait).
+    sync_done: threading.Event | None = None
+    # The session's children, for agents that can fan work out; None disables the tools.
+    children: ChildSessions | None = None
 
 
 @dataclass(frozen=True)
@@ -70,6 +88,9 @@ class AgentError(Exception):
 
 class AgentRuntime(ABC):
     name: str
+    # True if the runtime holds its writes until Turn.sync_done is set; the runner must finish
+    # the drift sync before starting any other runtime.
+    honours_sync: bool = False
 
     @abstractmethod
     def run(self, turn: Turn) -> Iterator[AgentEvent]:

@@ -1,16 +1,42 @@
 """The `command` runtime: a shell command in the sandbox is the agent.
 
-The prompt reaches it as $INSPECT_PROMPT (and its author as $INSPECT_AUTHOR); each output line
-is an event. Useful for scripted changes, for tests, and as the simplest conformance subject.
+The prompt reaches it as $INSPECT_PROMPT and on stdin (the sandbox's exec has no stdin of its
+own, so a wrapper shell pipes $INSPECT_PROMPT in); its author is $INSPECT_AUTHOR. Each output
+line is an `output` event, except that a stdout line holding a JSON object in the built-in
+event shape — ``{"kind": "message", "data": {"text": "…"}}`` — becomes that event. Useful for
+scripted changes, in-house agents, tests, and as the simplest conformance subject.
 """
 
 from __future__ import annotations
 
+import json
 import threading
 from collections.abc import Iterator
+from typing import Any, get_args
 
-from sessions.agents.base import AgentError, AgentEvent, AgentRuntime, Turn
+from sessions.agents.base import AgentError, AgentEvent, AgentEventKind, AgentRuntime, Turn
 from snapshots.sandbox import ExecHandle
+
+# The agent's own command line is in $INSPECT_AGENT_COMMAND, so no quoting is needed.
+WITH_PROMPT_ON_STDIN = 'printf "%s\\n" "$INSPECT_PROMPT" | /bin/sh -c "$INSPECT_AGENT_COMMAND"'
+# `done` is the runtime's own to send.
+PARSED_KINDS = frozenset(get_args(AgentEventKind)) - {"done"}
+
+
+def parse_event_line(text: str) -> AgentEvent | None:
+    """The AgentEvent a `{"kind": ..., "data": {...}}` line stands for, or None."""
+    if not text.startswith("{"):
+        return None
+    try:
+        obj: Any = json.loads(text)
+    except ValueError:
+        return None
+    if not isinstance(obj, dict) or obj.get("kind") not in PARSED_KINDS:
+        return None
+    data = obj.get("data", {})
+    if not isinstance(data, dict):
+        return None
+    return AgentEvent(obj["kind"], data)
 
 
 class CommandAgent(AgentRuntime):
@@ -29,14 +55,19 @@ class CommandAgent(AgentRuntime):
             "INSPECT_PROMPT": turn.prompt,
             "INSPECT_AUTHOR": turn.author.username,
             "INSPECT_AUTHOR_EMAIL": turn.author.email,
+            "INSPECT_AGENT_COMMAND": self.command,
         }
         self._handle = turn.sandbox.exec(
-            self.command, env=env, cwd="/workspace", timeout=turn.limits.wall_seconds
+            ["/bin/sh", "-c", WITH_PROMPT_ON_STDIN],
+            env=env,
+            cwd="/workspace",
+            timeout=turn.limits.wall_seconds,
         )
         if self._stopped.is_set():
             self._handle.kill()
         for line in self._handle:
-            yield AgentEvent("output", {"stream": line.stream, "text": line.text})
+            parsed = parse_event_line(line.text) if line.stream == "stdout" else None
+            yield parsed or AgentEvent("output", {"stream": line.stream, "text": line.text})
         result = self._handle.wait()
         if self._stopped.is_set():
             yield AgentEvent("done", {"stopped": True, "exit_code": result.exit_code})

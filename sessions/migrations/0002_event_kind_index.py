@@ -4,14 +4,13 @@ from django.db import migrations, models
 
 
 class Migration(migrations.Migration):
-
     dependencies = [
-        ('agent_sessions', '0001_initial'),
+        ("agent_sessions", "0001_initial"),
     ]
 
     operations = [
         migrations.AddIndex(
-            model_name='event',
-            index=models.Index(fields=['session', 'kind', 'seq'], name='event_kind_idx'),
+            model_name="event",
+            index=models.Index(fields=["session", "kind", "seq"], name="event_kind_idx"),
         ),
     ]

@@ -49,7 +49,7 @@ def start_egress_proxy(
     finally:
         if dirfd is not None:
             os.close(dirfd)
-    os.chmod(sock_path, 0o666)  # the sandbox user connects to it from inside
+    os.chmod(sock_path, 0o666)  # noqa: S103 - the sandbox user connects to it from inside
     lsock.listen(64)
     config = {"domains": list(policy.domains), "hosts": dict(hosts), "fd": lsock.fileno()}
     logf = open(log_path, "ab")  # noqa: SIM115 - handed to the child
@@ -59,9 +59,15 @@ def start_egress_proxy(
         # worker's own interpreter or source tree (e.g. under /root).
         proc = subprocess.Popen(
             ["/usr/bin/python3", "-I", "-S", "-c", Path(__file__).read_text(), json.dumps(config)],
-            stdin=subprocess.DEVNULL, stdout=logf, stderr=logf,
-            pass_fds=[lsock.fileno()], user=uid, group=gid, extra_groups=[],
-            start_new_session=True, env={"PATH": "/usr/bin:/bin"},
+            stdin=subprocess.DEVNULL,
+            stdout=logf,
+            stderr=logf,
+            pass_fds=[lsock.fileno()],
+            user=uid,
+            group=gid,
+            extra_groups=[],
+            start_new_session=True,
+            env={"PATH": "/usr/bin:/bin"},
         )
     finally:
         logf.close()
@@ -160,7 +166,8 @@ def _serve(client: socket.socket, config: dict) -> None:
             body = f"inspect sandbox egress: cannot reach {host}:{port}: {exc}\n".encode()
             client.sendall(
                 b"HTTP/1.1 502 Bad Gateway\r\nConnection: close\r\n"
-                + f"Content-Length: {len(body)}\r\n\r\n".encode() + body
+                + f"Content-Length: {len(body)}\r\n\r\n".encode()
+                + body
             )
             client.close()
             return

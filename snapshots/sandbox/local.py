@@ -28,7 +28,6 @@ import shutil
 import signal
 import socket
 import subprocess
-import sys
 import threading
 import time
 from collections.abc import Iterator, Mapping, Sequence
@@ -82,10 +81,30 @@ SANDBOX_PYTHON = "/usr/bin/python3"
 ID_RE = re.compile(r"^[A-Za-z0-9_-]{1,64}$")
 # Host /etc entries a toolchain needs; nothing with secrets or host identity beyond this.
 ETC_FILES = (
-    "alternatives", "ld.so.cache", "ld.so.conf", "ld.so.conf.d", "ssl", "ca-certificates",
-    "ca-certificates.conf", "localtime", "timezone", "nsswitch.conf", "host.conf", "gai.conf",
-    "mime.types", "protocols", "services", "terminfo", "bash.bashrc", "inputrc", "profile",
-    "os-release", "debian_version", "python3", "python3.11", "magic",
+    "alternatives",
+    "ld.so.cache",
+    "ld.so.conf",
+    "ld.so.conf.d",
+    "ssl",
+    "ca-certificates",
+    "ca-certificates.conf",
+    "localtime",
+    "timezone",
+    "nsswitch.conf",
+    "host.conf",
+    "gai.conf",
+    "mime.types",
+    "protocols",
+    "services",
+    "terminfo",
+    "bash.bashrc",
+    "inputrc",
+    "profile",
+    "os-release",
+    "debian_version",
+    "python3",
+    "python3.11",
+    "magic",
 )
 
 
@@ -305,11 +324,16 @@ class LocalSandbox(Sandbox):
         path = req.get("path", "")
         if err == "spawn":
             if reply.get("errno") == "EAGAIN":
-                raise LimitExceeded("pids", "the sandbox has no process slots left; wait for "
-                                    "background processes to exit or raise Limits.pids")
+                raise LimitExceeded(
+                    "pids",
+                    "the sandbox has no process slots left; wait for "
+                    "background processes to exit or raise Limits.pids",
+                )
             if reply.get("errno") == "ENOENT":
-                raise SandboxError(f"cannot start command: working directory {req.get('cwd')} "
-                                   "does not exist in the sandbox")
+                raise SandboxError(
+                    f"cannot start command: working directory {req.get('cwd')} "
+                    "does not exist in the sandbox"
+                )
             raise SandboxError(f"cannot start command: {msg}")
         if err == "escape":
             raise PathEscapesWorkspace(path, msg)
@@ -467,17 +491,20 @@ class LocalBackend(SandboxBackend):
         self.mount_base.mkdir(parents=True, exist_ok=True)
         for d in (self.mount_base.parent, self.mount_base):
             d.chmod(0o755)
-        self.overlay_problem = "disabled by force_copy=True" if force_copy else probe_overlay(
-            self.store.tmp_dir
+        self.overlay_problem = (
+            "disabled by force_copy=True" if force_copy else probe_overlay(self.store.tmp_dir)
         )
         if self.overlay_problem:
             log.warning(
                 "overlayfs unavailable (%s): sandboxes will restore snapshots by copying, "
-                "which costs O(tree size) per create()", self.overlay_problem)
+                "which costs O(tree size) per create()",
+                self.overlay_problem,
+            )
         self.cgroup_problem = cgroups_unavailable()
         if self.cgroup_problem:
-            log.warning("cgroup limits unavailable (%s): falling back to rlimits",
-                        self.cgroup_problem)
+            log.warning(
+                "cgroup limits unavailable (%s): falling back to rlimits", self.cgroup_problem
+            )
         self._etc = self._write_etc()
         self._procs: dict[str, subprocess.Popen[bytes]] = {}
         self._runtime_problem = self._check_runtime()
@@ -563,8 +590,9 @@ class LocalBackend(SandboxBackend):
         finally:
             if frozen:
                 sb._cg.thaw()
-        snap = self.store.write_snapshot(layers, parent=st.get("snapshot"),
-                                         labels={"sandbox": sb.id})
+        snap = self.store.write_snapshot(
+            layers, parent=st.get("snapshot"), labels={"sandbox": sb.id}
+        )
         return SnapshotRef(self.name, snap)
 
     # -- sandboxes ------------------------------------------------------------------------
@@ -581,9 +609,21 @@ class LocalBackend(SandboxBackend):
             return False
         # A killed init lingers as a zombie until reaped; and a sandbox whose state was
         # removed by terminate() is gone whatever its processes do.
-        return _proc_state(pid) not in ("Z", "X", None) and (
-            self.sandboxes_dir / state["id"] / "state.json"
-        ).exists()
+        if _proc_state(pid) in ("Z", "X", None):
+            return False
+        if not (self.sandboxes_dir / state["id"] / "state.json").exists():
+            return False
+        # The command server is the sandbox: if it died (e.g. OOM-killed) while background
+        # processes keep pid 1 around, nobody can reach the sandbox any more.
+        path, dirfd = protocol.unix_path(Path(state.get("ctl") or "/nonexistent"))
+        try:
+            protocol.connect(path, timeout=2).close()
+        except OSError:
+            return False
+        finally:
+            if dirfd is not None:
+                os.close(dirfd)
+        return True
 
     def list_sandboxes(self) -> list[str]:
         alive = []
@@ -655,9 +695,11 @@ class LocalBackend(SandboxBackend):
         except BaseException:
             self._destroy(sandbox_id)
             raise
-        tmp = sdir / "state.json.tmp"
-        tmp.write_text(json.dumps(state))
-        os.rename(tmp, sdir / "state.json")
+        state["root"] = str(self.root)
+        for final in (sdir / "state.json", self.mount_base / f"{sandbox_id}.state.json"):
+            tmp = final.with_name(final.name + ".tmp")
+            tmp.write_text(json.dumps(state))
+            os.rename(tmp, final)
         return LocalSandbox(self, sandbox_id, state)
 
     def _prepare_workspace(self, sdir: Path, layers: list[str], state: dict[str, Any]) -> None:
@@ -698,17 +740,22 @@ class LocalBackend(SandboxBackend):
             state["cgroups"] = {k: str(v) for k, v in cg.paths.items()}
         config: dict[str, Any] = {"env": env, "lifetime_seconds": limits.lifetime_seconds}
         rl: dict[str, int] = {}
-        if self.cgroup_problem is not None:
+        if self.cgroup_problem is not None and limits.memory_mb:
             # Weaker fallback: per process, and limit hits are not attributed.
-            if limits.memory_mb:
-                rl["RLIMIT_AS"] = limits.memory_mb * 1024 * 1024
+            rl["RLIMIT_AS"] = limits.memory_mb * 1024 * 1024
         if limits.pids and (self.cgroup_problem is not None or self.runtime == "runsc"):
             rl["RLIMIT_NPROC"] = limits.pids
         config["rlimits"] = rl
         run_dir = self.mount_base / f"{state['id']}.run"
         if network.mode == "allowlist":
-            proxy = start_egress_proxy(run_dir / "egress.sock", network, self.egress_hosts,
-                                       uid=self.uid, gid=self.gid, log_path=sdir / "egress.log")
+            proxy = start_egress_proxy(
+                run_dir / "egress.sock",
+                network,
+                self.egress_hosts,
+                uid=self.uid,
+                gid=self.gid,
+                log_path=sdir / "egress.log",
+            )
             state["proxy_pid"], state["proxy_start"] = proxy.pid, _proc_starttime(proxy.pid)
             self._procs[state["id"] + ":proxy"] = proxy
             if cg is not None:
@@ -727,15 +774,35 @@ class LocalBackend(SandboxBackend):
 
             runsc.spawn(self, sdir, state, network, config, cg)
 
-    def bwrap_argv(self, network: NetworkPolicy, state: dict[str, Any], info_fd: int,
-                   block_fd: int, etc_fds: dict[str, int]) -> list[str]:
+    def bwrap_argv(
+        self,
+        network: NetworkPolicy,
+        state: dict[str, Any],
+        info_fd: int,
+        block_fd: int,
+        etc_fds: dict[str, int],
+    ) -> list[str]:
         argv = [
             "bwrap",
-            "--unshare-user", "--unshare-pid", "--unshare-ipc", "--unshare-uts",
-            "--unshare-cgroup-try", "--hostname", "sandbox",
-            "--ro-bind", "/usr", "/usr",
-            "--symlink", "usr/bin", "/bin", "--symlink", "usr/sbin", "/sbin",
-            "--symlink", "usr/lib", "/lib",
+            "--unshare-user",
+            "--unshare-pid",
+            "--unshare-ipc",
+            "--unshare-uts",
+            "--unshare-cgroup-try",
+            "--hostname",
+            "sandbox",
+            "--ro-bind",
+            "/usr",
+            "/usr",
+            "--symlink",
+            "usr/bin",
+            "/bin",
+            "--symlink",
+            "usr/sbin",
+            "/sbin",
+            "--symlink",
+            "usr/lib",
+            "/lib",
         ]
         if Path("/lib64").exists():
             argv += ["--symlink", "usr/lib64", "/lib64"]
@@ -748,26 +815,58 @@ class LocalBackend(SandboxBackend):
         for name, fd in etc_fds.items():
             argv += ["--perms", "0644", "--file", str(fd), f"/etc/{name}"]
         if network.mode == "open":
-            argv += ["--ro-bind-try", "/etc/resolv.conf", "/etc/resolv.conf",
-                     "--ro-bind-try", "/etc/hosts", "/etc/hosts"]
+            argv += [
+                "--ro-bind-try",
+                "/etc/resolv.conf",
+                "/etc/resolv.conf",
+                "--ro-bind-try",
+                "/etc/hosts",
+                "/etc/hosts",
+            ]
         argv += [
-            "--proc", "/proc", "--dev", "/dev",
-            "--tmpfs", "/tmp", "--tmpfs", "/run", "--tmpfs", "/var/tmp",
-            "--dir", "/run/inspect",
-            "--bind", state["workspace"], WORKSPACE,
-            "--chdir", WORKSPACE,
-            "--clearenv", "--setenv", "PATH", "/usr/bin:/bin", "--setenv", "HOME", "/tmp",
+            "--proc",
+            "/proc",
+            "--dev",
+            "/dev",
+            "--tmpfs",
+            "/tmp",
+            "--tmpfs",
+            "/run",
+            "--tmpfs",
+            "/var/tmp",
+            "--dir",
+            "/run/inspect",
+            "--bind",
+            state["workspace"],
+            WORKSPACE,
+            "--chdir",
+            WORKSPACE,
+            "--clearenv",
+            "--setenv",
+            "PATH",
+            "/usr/bin:/bin",
+            "--setenv",
+            "HOME",
+            "/tmp",
             # The root itself is bwrap's tmpfs: make it read-only so /etc, / and friends
             # cannot be written; /tmp, /run, /var/tmp and /workspace stay writable mounts.
-            "--remount-ro", "/",
+            "--remount-ro",
+            "/",
             "--new-session",
-            "--info-fd", str(info_fd), "--block-fd", str(block_fd),
+            "--info-fd",
+            str(info_fd),
+            "--block-fd",
+            str(block_fd),
         ]
         return argv
 
     def _spawn_bwrap(
-        self, sdir: Path, state: dict[str, Any], network: NetworkPolicy,
-        config: dict[str, Any], cg: Cgroups | None,
+        self,
+        sdir: Path,
+        state: dict[str, Any],
+        network: NetworkPolicy,
+        config: dict[str, Any],
+        cg: Cgroups | None,
     ) -> None:
         lsock = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)
         path, dirfd = protocol.unix_path(sdir / "ctl.sock")
@@ -788,8 +887,15 @@ class LocalBackend(SandboxBackend):
         logf = open(sdir / "init.log", "wb")  # noqa: SIM115 - handed to the child
         try:
             proc = subprocess.Popen(
-                argv, stdin=subprocess.PIPE, stdout=logf, stderr=logf, pass_fds=fds,
-                user=self.uid, group=self.gid, extra_groups=[], start_new_session=True,
+                argv,
+                stdin=subprocess.PIPE,
+                stdout=logf,
+                stderr=logf,
+                pass_fds=fds,
+                user=self.uid,
+                group=self.gid,
+                extra_groups=[],
+                start_new_session=True,
                 # bwrap itself is pid 1 inside and its /proc/1/environ is readable there: it
                 # must not inherit the worker's environment (SECRET_KEY, tokens, ...).
                 env={"PATH": "/usr/bin:/bin"},
@@ -802,7 +908,7 @@ class LocalBackend(SandboxBackend):
         self._procs[state["id"]] = proc
         assert proc.stdin is not None
         # Fits in the pipe buffer, so this does not block while bwrap waits on block_fd.
-        proc.stdin.write(b"%d\n%s%s\n" % (len(INIT_SOURCE), INIT_SOURCE, json.dumps(config).encode()))
+        proc.stdin.write(init_payload(config))
         proc.stdin.close()
         try:
             info = self._read_info(info_r, proc, sdir)
@@ -855,11 +961,14 @@ class LocalBackend(SandboxBackend):
 
     def _destroy(self, sandbox_id: str) -> None:
         """Kill, unmount, delete. Idempotent and tolerant of half-created sandboxes."""
-        sdir = self.sandboxes_dir / sandbox_id
         try:
             state = self._read_state(sandbox_id)
         except (OSError, ValueError):
             state = {}
+        self._destroy_with_state(sandbox_id, state)
+
+    def _destroy_with_state(self, sandbox_id: str, state: dict[str, Any]) -> None:
+        sdir = self.sandboxes_dir / sandbox_id
         for key in ("init_pid", "bwrap_pid", "proxy_pid"):
             pid = state.get(key)
             start = state.get("init_start") if key == "init_pid" else None
@@ -886,6 +995,8 @@ class LocalBackend(SandboxBackend):
         with contextlib.suppress(OSError):
             merged.rmdir()
         shutil.rmtree(self.mount_base / f"{sandbox_id}.run", ignore_errors=True)
+        with contextlib.suppress(FileNotFoundError):
+            (self.mount_base / f"{sandbox_id}.state.json").unlink()
         if sdir.exists():
             shutil.rmtree(sdir, ignore_errors=True)
 
@@ -894,27 +1005,72 @@ class LocalBackend(SandboxBackend):
     def doctor(self) -> list[str]:
         lines = [f"backend {self.name}, data in {self.root}"]
         if self.overlay_problem:
-            lines.append(f"restore: COPY fallback (O(tree) per create) because overlayfs "
-                         f"is unavailable: {self.overlay_problem}")
+            lines.append(
+                f"restore: COPY fallback (O(tree) per create) because overlayfs "
+                f"is unavailable: {self.overlay_problem}"
+            )
         else:
-            lines.append("restore: overlayfs copy-on-write (O(1) per create), layered "
-                         f"snapshots up to {self.store.max_depth} deep")
+            lines.append(
+                "restore: overlayfs copy-on-write (O(1) per create), layered "
+                f"snapshots up to {self.store.max_depth} deep"
+            )
         if self.cgroup_problem:
-            lines.append(f"limits: rlimit fallback (per process, no attribution): "
-                         f"{self.cgroup_problem}")
+            lines.append(
+                f"limits: rlimit fallback (per process, no attribution): {self.cgroup_problem}"
+            )
+        elif self.runtime == "runsc":
+            lines.append(
+                "limits: memory/cpu via cgroups runsc creates (hitting memory kills the whole "
+                "gVisor sandbox); pids via RLIMIT_NPROC inside gVisor (not attributed)"
+            )
         else:
             lines.append("limits: cgroup v1 memory/pids/cpu/freezer per sandbox")
         if self._runtime_problem:
             lines.append(f"runtime {self.runtime}: UNAVAILABLE: {self._runtime_problem}")
         else:
             lines.append(f"runtime {self.runtime}: ok")
-        if self.runtime == "bwrap":
-            from snapshots.sandbox import runsc
+        from snapshots.sandbox import runsc
 
-            lines.append(f"runsc (gVisor): {runsc.problem() or 'available'}")
+        if self.runtime == "bwrap":
+            lines.append(f"runsc (gVisor): {runsc.problem() or 'available'} ({runsc.version()})")
+        else:
+            lines.append(
+                f"runsc version: {runsc.version()}, platform {runsc.PLATFORM} "
+                "(kvm hangs on this machine's 2022 build)"
+            )
+            lines += [f"runsc known issue: {issue}" for issue in runsc.known_issues()]
         lines.append(f"sandbox uid: {self.uid}")
         return lines
 
 
-def _python() -> str:
-    return sys.executable or SANDBOX_PYTHON
+def init_payload(config: dict[str, Any]) -> bytes:
+    """What the init reads on stdin: source length, source, one JSON config line."""
+    return b"%d\n%s%s\n" % (len(INIT_SOURCE), INIT_SOURCE, json.dumps(config).encode())
+
+
+def reap_orphans(base: Path | str = "/run/inspect-sandboxes") -> list[str]:
+    """Destroy sandboxes whose backend root was deleted (e.g. a test's tmp dir) while they ran.
+
+    Every sandbox leaves a copy of its state next to its workspace mount, which lives outside
+    the root; this finds the ones nobody can attach to any more. Returns their ids.
+    """
+    reaped = []
+    for copy in Path(base).glob("*/*.state.json"):
+        try:
+            state = json.loads(copy.read_text())
+            root = Path(state["root"])
+        except (OSError, ValueError, KeyError):
+            continue
+        if (root / "sandboxes" / state["id"] / "state.json").exists():
+            continue  # its backend still knows it: not an orphan
+        backend = LocalBackend.__new__(LocalBackend)  # no probing, no dirs under a dead root
+        backend.root, backend.mount_base = root, copy.parent
+        backend.sandboxes_dir = root / "sandboxes"
+        backend._procs = {}
+        pid = state.get("init_pid")
+        if pid and _proc_starttime(pid) == state.get("init_start"):
+            with contextlib.suppress(ProcessLookupError, PermissionError):
+                os.kill(pid, signal.SIGKILL)
+        backend._destroy_with_state(state["id"], state)
+        reaped.append(state["id"])
+    return reaped

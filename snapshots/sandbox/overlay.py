@@ -114,8 +114,12 @@ def probe_overlay(scratch: Path) -> str | None:
         for d in dirs:
             d.mkdir(parents=True)
         (dirs[0] / "f").write_text("x")
-        _mount("overlay", str(dirs[3]), "overlay",
-               f"lowerdir={dirs[0]},upperdir={dirs[1]},workdir={dirs[2]},{OVERLAY_OPTS}")
+        _mount(
+            "overlay",
+            str(dirs[3]),
+            "overlay",
+            f"lowerdir={dirs[0]},upperdir={dirs[1]},workdir={dirs[2]},{OVERLAY_OPTS}",
+        )
         ok = (dirs[3] / "f").read_text() == "x"
         umount(dirs[3])
         return None if ok else "overlay mounted but lower files were not visible"
@@ -198,8 +202,13 @@ class LayerStore:
         mnt = self._staging()
         try:
             lower = ":".join(reversed(layers))
-            _mount("overlay", str(mnt), "overlay", f"lowerdir={lower},{OVERLAY_OPTS}",
-                   cwd=self.layers_dir)
+            _mount(
+                "overlay",
+                str(mnt),
+                "overlay",
+                f"lowerdir={lower},{OVERLAY_OPTS}",
+                cwd=self.layers_dir,
+            )
             try:
                 return self.layer_from_dir(mnt, chown=False)
             finally:
@@ -210,7 +219,10 @@ class LayerStore:
     # -- snapshots ------------------------------------------------------------------------
 
     def write_snapshot(
-        self, layers: list[str], *, labels: Mapping[str, str] | None = None,
+        self,
+        layers: list[str],
+        *,
+        labels: Mapping[str, str] | None = None,
         parent: str | None = None,
     ) -> str:
         if len(layers) > self.max_depth:

@@ -12,6 +12,8 @@ kernel. Differences from bubblewrap, all forced by gVisor:
   whole, so hitting the limit OOM-kills the entire sandbox (reported as ``limit_hit='memory'``,
   after which the sandbox is gone). Process count is RLIMIT_NPROC inside gVisor; a fork refused
   by it is not attributed (``limit_hit`` stays None).
+* This Debian 2022 build rejects the statx() flags Debian 12's coreutils use, so ``ls DIR``,
+  ``ls -l`` and ``stat`` fail inside with "Invalid argument" (``known_issues()`` probes it).
 * The default ``ptrace`` platform is used: the Debian 2022 build's ``kvm`` platform hangs
   at 100 % CPU on this kernel, so it is never selected.
 """
@@ -50,7 +52,9 @@ def problem() -> str | None:
     try:
         proc = subprocess.run(
             [path, f"--platform={PLATFORM}", "--network=none", "do", "/bin/true"],
-            capture_output=True, text=True, timeout=30,
+            capture_output=True,
+            text=True,
+            timeout=30,
         )
     except subprocess.TimeoutExpired:
         return f"`runsc --platform={PLATFORM} do /bin/true` did not finish within 30 s"
@@ -58,6 +62,29 @@ def problem() -> str | None:
         tail = (proc.stderr or proc.stdout).strip().splitlines()[-3:]
         return f"`runsc do /bin/true` failed: {' | '.join(tail)}"
     return None
+
+
+@functools.cache
+def known_issues() -> list[str]:
+    """Compatibility problems of this runsc build that users will notice (probed once)."""
+    if problem():
+        return []
+    issues = []
+    try:
+        proc = subprocess.run(
+            [RUNSC, f"--platform={PLATFORM}", "--network=none", "do", "/usr/bin/stat", "/"],
+            capture_output=True,
+            text=True,
+            timeout=30,
+        )
+        if proc.returncode != 0 and "Invalid argument" in proc.stderr:
+            issues.append(
+                "statx() fails with EINVAL under this gVisor build, so Debian 12 coreutils "
+                "`ls DIR`, `ls -l`, `stat` report 'Invalid argument' (find, Python os.stat work)"
+            )
+    except (OSError, subprocess.TimeoutExpired):
+        pass
+    return issues
 
 
 def version() -> str:
@@ -84,8 +111,12 @@ def _rootfs(backend: LocalBackend) -> Path:
     rootfs.mkdir(parents=True, exist_ok=True)
     for d in ("usr", "etc", "tmp", "proc", "dev", "sys", "run/inspect", "var/tmp", "workspace"):
         (rootfs / d).mkdir(parents=True, exist_ok=True)
-    for name, target in (("bin", "usr/bin"), ("sbin", "usr/sbin"), ("lib", "usr/lib"),
-                         ("lib64", "usr/lib64")):
+    for name, target in (
+        ("bin", "usr/bin"),
+        ("sbin", "usr/sbin"),
+        ("lib", "usr/lib"),
+        ("lib64", "usr/lib64"),
+    ):
         with contextlib.suppress(FileExistsError):
             (rootfs / name).symlink_to(target)
     for name in ETC_FILES:
@@ -100,7 +131,10 @@ def _rootfs(backend: LocalBackend) -> Path:
 
 
 def _spec(
-    backend: LocalBackend, state: dict[str, Any], network: NetworkPolicy, run_dir: Path,
+    backend: LocalBackend,
+    state: dict[str, Any],
+    network: NetworkPolicy,
+    run_dir: Path,
 ) -> dict[str, Any]:
     from snapshots.sandbox.local import INIT_BOOT, SANDBOX_PYTHON
 
@@ -115,28 +149,57 @@ def _spec(
         resources["cpu"] = {"quota": int(limits["cpus"] * 100_000), "period": 100_000}
     mounts = [
         {"destination": "/proc", "type": "proc", "source": "proc"},
-        {"destination": "/dev", "type": "tmpfs", "source": "tmpfs",
-         "options": ["nosuid", "strictatime", "mode=755", "size=65536k"]},
-        {"destination": "/dev/pts", "type": "devpts", "source": "devpts",
-         "options": ["nosuid", "noexec", "newinstance", "ptmxmode=0666", "mode=0620"]},
-        {"destination": "/dev/shm", "type": "tmpfs", "source": "shm",
-         "options": ["nosuid", "noexec", "nodev", "mode=1777"]},
-        {"destination": "/sys", "type": "sysfs", "source": "sysfs",
-         "options": ["nosuid", "noexec", "nodev", "ro"]},
+        {
+            "destination": "/dev",
+            "type": "tmpfs",
+            "source": "tmpfs",
+            "options": ["nosuid", "strictatime", "mode=755", "size=65536k"],
+        },
+        {
+            "destination": "/dev/pts",
+            "type": "devpts",
+            "source": "devpts",
+            "options": ["nosuid", "noexec", "newinstance", "ptmxmode=0666", "mode=0620"],
+        },
+        {
+            "destination": "/dev/shm",
+            "type": "tmpfs",
+            "source": "shm",
+            "options": ["nosuid", "noexec", "nodev", "mode=1777"],
+        },
+        {
+            "destination": "/sys",
+            "type": "sysfs",
+            "source": "sysfs",
+            "options": ["nosuid", "noexec", "nodev", "ro"],
+        },
         {"destination": "/usr", "type": "bind", "source": "/usr", "options": ["rbind", "ro"]},
-        {"destination": WORKSPACE, "type": "bind", "source": state["workspace"],
-         "options": ["rbind", "rw"]},
-        {"destination": "/run/inspect", "type": "bind", "source": str(run_dir),
-         "options": ["rbind", "rw"]},
+        {
+            "destination": WORKSPACE,
+            "type": "bind",
+            "source": state["workspace"],
+            "options": ["rbind", "rw"],
+        },
+        {
+            "destination": "/run/inspect",
+            "type": "bind",
+            "source": str(run_dir),
+            "options": ["rbind", "rw"],
+        },
         {"destination": "/tmp", "type": "tmpfs", "source": "tmpfs", "options": ["mode=1777"]},
-        {"destination": "/var/tmp", "type": "tmpfs", "source": "tmpfs",
-         "options": ["mode=1777"]},
+        {"destination": "/var/tmp", "type": "tmpfs", "source": "tmpfs", "options": ["mode=1777"]},
     ]
     if network.mode == "open":
         for name in ("resolv.conf", "hosts"):
             if Path("/etc", name).exists():
-                mounts.append({"destination": f"/etc/{name}", "type": "bind",
-                               "source": f"/etc/{name}", "options": ["rbind", "ro"]})
+                mounts.append(
+                    {
+                        "destination": f"/etc/{name}",
+                        "type": "bind",
+                        "source": f"/etc/{name}",
+                        "options": ["rbind", "ro"],
+                    }
+                )
     return {
         "ociVersion": "1.0.0",
         "process": {
@@ -144,8 +207,13 @@ def _spec(
             "args": [SANDBOX_PYTHON, "-I", "-S", "-c", INIT_BOOT],
             "env": ["PATH=/usr/bin:/bin", "HOME=/tmp"],
             "cwd": WORKSPACE,
-            "capabilities": {"bounding": [], "effective": [], "inheritable": [],
-                             "permitted": [], "ambient": []},
+            "capabilities": {
+                "bounding": [],
+                "effective": [],
+                "inheritable": [],
+                "permitted": [],
+                "ambient": [],
+            },
             "noNewPrivileges": True,
         },
         "root": {"path": str(_rootfs(backend)), "readonly": True},
@@ -153,8 +221,11 @@ def _spec(
         "mounts": mounts,
         "linux": {
             # No network namespace for "open": runsc --network=host then uses the host's.
-            "namespaces": [{"type": t} for t in ("pid", "ipc", "uts", "mount", "network")
-                           if t != "network" or network.mode != "open"],
+            "namespaces": [
+                {"type": t}
+                for t in ("pid", "ipc", "uts", "mount", "network")
+                if t != "network" or network.mode != "open"
+            ],
             "resources": resources,
             "cgroupsPath": f"/inspect-sandboxes/{state['id']}",
         },
@@ -162,10 +233,14 @@ def _spec(
 
 
 def spawn(
-    backend: LocalBackend, sdir: Path, state: dict[str, Any], network: NetworkPolicy,
-    config: dict[str, Any], cg: Cgroups | None,
+    backend: LocalBackend,
+    sdir: Path,
+    state: dict[str, Any],
+    network: NetworkPolicy,
+    config: dict[str, Any],
+    cg: Cgroups | None,
 ) -> None:
-    from snapshots.sandbox.local import INIT_SOURCE
+    from snapshots.sandbox.local import init_payload
 
     run_dir = backend.mount_base / f"{state['id']}.run"
     os.chown(run_dir, backend.uid, backend.gid)  # the init creates its socket there
@@ -177,18 +252,31 @@ def spawn(
     state["ctl"] = str(ctl)
     net = "host" if network.mode == "open" else "none"
     argv = [
-        RUNSC, f"--root={_state_root(backend)}", f"--platform={PLATFORM}", f"--network={net}",
-        "--host-uds=all", "run", "--detach", f"--bundle={bundle}",
-        f"--pid-file={sdir / 'runsc.pid'}", state["id"],
+        RUNSC,
+        f"--root={_state_root(backend)}",
+        f"--platform={PLATFORM}",
+        f"--network={net}",
+        "--host-uds=all",
+        "run",
+        "--detach",
+        f"--bundle={bundle}",
+        f"--pid-file={sdir / 'runsc.pid'}",
+        state["id"],
     ]
     log = open(sdir / "init.log", "wb")  # noqa: SIM115 - handed to the child
     try:
-        proc = subprocess.Popen(argv, stdin=subprocess.PIPE, stdout=log, stderr=log,
-                                start_new_session=True, env={"PATH": "/usr/bin:/bin"})
+        proc = subprocess.Popen(
+            argv,
+            stdin=subprocess.PIPE,
+            stdout=log,
+            stderr=log,
+            start_new_session=True,
+            env={"PATH": "/usr/bin:/bin"},
+        )
     finally:
         log.close()
     assert proc.stdin is not None
-    proc.stdin.write(b"%d\n%s%s\n" % (len(INIT_SOURCE), INIT_SOURCE, json.dumps(config).encode()))
+    proc.stdin.write(init_payload(config))
     proc.stdin.close()
     if proc.wait(timeout=60) != 0:
         err = (sdir / "init.log").read_text(errors="replace").strip()
@@ -197,8 +285,9 @@ def spawn(
     deadline = time.monotonic() + 20
     while not ctl.exists():
         if time.monotonic() > deadline:
-            raise SandboxError("the gVisor sandbox started but its command server never "
-                               "came up (see init.log)")
+            raise SandboxError(
+                "the gVisor sandbox started but its command server never came up (see init.log)"
+            )
         time.sleep(0.002)
     from snapshots.sandbox.local import _proc_starttime
 
@@ -214,11 +303,15 @@ def spawn(
 def destroy(backend: LocalBackend, sandbox_id: str, state: dict[str, Any]) -> None:
     """Release runsc's own bookkeeping. The caller has already SIGKILLed the sandbox process;
     ``runsc delete`` then still takes ~1.5 s polling for it, so it runs in the background."""
-    root = _state_root(backend)
+    root = backend.root / "runsc" / "state"
+    if not root.is_dir():
+        return
     with contextlib.suppress(OSError):
         proc = subprocess.Popen(
             [RUNSC, f"--root={root}", "delete", "--force", sandbox_id],
-            stdin=subprocess.DEVNULL, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL,
+            stdin=subprocess.DEVNULL,
+            stdout=subprocess.DEVNULL,
+            stderr=subprocess.DEVNULL,
             start_new_session=True,
         )
         threading.Thread(target=proc.wait, daemon=True).start()

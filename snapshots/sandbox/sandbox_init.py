@@ -1,9 +1,10 @@
 """The init / command server that runs INSIDE a local sandbox.
 
 Started once per sandbox as ``/usr/bin/python3 -I -S -c BOOT`` under bubblewrap or gVisor; its
-source and a JSON config line arrive on stdin (so secrets in the config never show in argv). It holds the sandbox's namespaces alive (when it exits the sandbox dies)
-and serves a tiny framed protocol on a unix socket, so any host process -- including a worker
-that restarted -- can run commands, PTYs and file operations in the same live sandbox.
+source and a JSON config line arrive on stdin (so secrets in the config never show in argv).
+It holds the sandbox's namespaces alive (when it exits the sandbox dies) and serves a tiny
+framed protocol on a unix socket, so any host process -- including a worker that restarted --
+can run commands, PTYs and file operations in the same live sandbox.
 
 It must only use the stdlib of the sandbox's /usr/bin/python3 and import nothing from the
 project (the project is not inside the sandbox). ``protocol`` helpers are duplicated in
@@ -14,6 +15,7 @@ Frames: 1 type byte + 4-byte big-endian length + payload.
   server -> client: J reply json, D data, O stdout, E stderr, P pty output, X exit json
 """
 
+import contextlib
 import errno
 import json
 import os
@@ -146,10 +148,8 @@ def exit_notifier(proc):
     r, w = os.pipe()
 
     def waiter():
-        try:
+        with contextlib.suppress(OSError):
             os.waitid(os.P_PID, proc.pid, os.WEXITED | os.WNOWAIT)
-        except OSError:
-            pass
         os.write(w, b"x")
         os.close(w)
 
@@ -178,11 +178,13 @@ def op_exec(conn, lock, req):
 
         master, slave = os.openpty()
         fcntl.ioctl(
-            master, termios.TIOCSWINSZ, struct.pack("HHHH", pty_opts["rows"], pty_opts["cols"], 0, 0)
+            master,
+            termios.TIOCSWINSZ,
+            struct.pack("HHHH", pty_opts["rows"], pty_opts["cols"], 0, 0),
         )
         env.setdefault("TERM", "xterm-256color")
         # Re-opening the tty in the new session leader makes it the controlling terminal.
-        tty_redirect = "exec 0<>%s 1>&0 2>&0; " % os.ttyname(slave)
+        tty_redirect = f"exec 0<>{os.ttyname(slave)} 1>&0 2>&0; "
         stdio = {"stdin": slave, "stdout": slave, "stderr": slave}
     else:
         stdio = {"stdin": subprocess.DEVNULL, "stdout": subprocess.PIPE, "stderr": subprocess.PIPE}
@@ -191,8 +193,12 @@ def op_exec(conn, lock, req):
         proc = subprocess.Popen(shim, env=env, cwd=cwd, start_new_session=True, **stdio)
     except OSError as exc:
         name = errno.errorcode.get(exc.errno or 0, "spawn")
-        send(conn, lock, b"J", jdump({"ok": False, "error": "spawn", "errno": name,
-                                      "message": str(exc)}))
+        send(
+            conn,
+            lock,
+            b"J",
+            jdump({"ok": False, "error": "spawn", "errno": name, "message": str(exc)}),
+        )
         return
     finally:
         if master is not None:
@@ -218,10 +224,8 @@ def op_exec(conn, lock, req):
     client_gone = False
 
     def kill_group():
-        try:
+        with contextlib.suppress(OSError):
             os.killpg(proc.pid, signal.SIGKILL)
-        except OSError:
-            pass
 
     def pump(fd, until_empty):
         while True:
@@ -234,10 +238,8 @@ def op_exec(conn, lock, req):
             if not data:
                 return False
             if not client_gone:
-                try:
+                with contextlib.suppress(OSError):
                     send(conn, lock, outs[fd], data)
-                except OSError:
-                    pass
             if not until_empty:
                 return True
 
@@ -307,10 +309,8 @@ def op_exec(conn, lock, req):
         lingering = []
     exit_code = 128 - rc if rc < 0 else rc
     if not client_gone:
-        try:
+        with contextlib.suppress(OSError):
             send(conn, lock, b"X", jdump({"exit_code": exit_code, "timed_out": timed_out}))
-        except OSError:
-            pass
     if lingering:
         # Hand the pipe ends to a drainer; detach them from the Popen objects first.
         for f in (proc.stdout, proc.stderr):
@@ -345,7 +345,9 @@ def op_write(conn, lock, req):
     os.makedirs(posixpath.dirname(path), exist_ok=True)
     # Resolve the parent again after makedirs: a racing symlink swap inside the sandbox can
     # only ever point at places the sandbox could write to anyway.
-    fd = os.open(path, os.O_WRONLY | os.O_CREAT | os.O_TRUNC | os.O_NOFOLLOW, req.get("mode", 0o644))
+    fd = os.open(
+        path, os.O_WRONLY | os.O_CREAT | os.O_TRUNC | os.O_NOFOLLOW, req.get("mode", 0o644)
+    )
     try:
         os.write(fd, data) if len(data) < 1 << 20 else _write_all(fd, data)
         os.fchmod(fd, req.get("mode", 0o644))
@@ -413,7 +415,7 @@ def handle(conn):
         except OSError as exc:
             name = errno.errorcode.get(exc.errno or 0, "oserror")
             send(conn, lock, b"J", jdump({"ok": False, "error": name, "message": str(exc)}))
-    except Exception:  # noqa: BLE001 - one bad request must never take the sandbox down
+    except Exception:  # noqa: S110 - one bad request must never take the sandbox down
         pass
     finally:
         conn.close()
@@ -474,10 +476,8 @@ def main():
         path = CONFIG["listen_path"]
         tmp = path + ".tmp"
         for p in (path, tmp):
-            try:
+            with contextlib.suppress(FileNotFoundError):
                 os.unlink(p)
-            except FileNotFoundError:
-                pass
         lsock = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)
         lsock.bind(tmp)
         lsock.listen(128)
@@ -495,9 +495,26 @@ def main():
         ).start()
     lifetime = CONFIG.get("lifetime_seconds")
     if lifetime:
-        # When this process exits, the sandbox's pid 1 exits and the kernel kills everything.
-        threading.Timer(lifetime, os._exit, args=(0,)).start()
-    signal.signal(signal.SIGTERM, lambda *_: os._exit(0))
+        threading.Timer(lifetime, shutdown).start()
+    signal.signal(signal.SIGTERM, lambda *_: shutdown())
+    try:
+        serve(lsock)
+    finally:
+        shutdown()
+
+
+def shutdown():
+    """End the sandbox: kill every other process, then exit.
+
+    bubblewrap's pid 1 only exits once it has no children left, so exiting alone would leave
+    daemons running in a sandbox nobody can reach any more.
+    """
+    with contextlib.suppress(OSError):
+        os.kill(-1, signal.SIGKILL)  # everything we may signal in our pid namespace
+    os._exit(0)
+
+
+def serve(lsock):
     while True:
         try:
             conn, _ = lsock.accept()
@@ -515,8 +532,12 @@ def refuse(conn):
     try:
         conn.settimeout(1.0)
         recv(conn)
-        send(conn, threading.Lock(), b"J", jdump({"ok": False, "error": "spawn",
-                                                  "errno": "EAGAIN", "message": "no slots"}))
+        send(
+            conn,
+            threading.Lock(),
+            b"J",
+            jdump({"ok": False, "error": "spawn", "errno": "EAGAIN", "message": "no slots"}),
+        )
     except OSError:
         pass
     conn.close()

@@ -31,8 +31,14 @@ def test_snapshot_contents_and_listing(sandbox):
 
 
 def test_paths_outside_are_refused(sandbox):
-    for path in ("../etc/passwd", "src/../../etc/passwd", "/etc/passwd",
-                 "/workspace/../etc/passwd", "/tmp/x", "/"):
+    for path in (
+        "../etc/passwd",
+        "src/../../etc/passwd",
+        "/etc/passwd",
+        "/workspace/../etc/passwd",
+        "/tmp/x",
+        "/",
+    ):
         with pytest.raises(PathEscapesWorkspace):
             sandbox.read_file(path)
         with pytest.raises(PathEscapesWorkspace):
@@ -43,8 +49,10 @@ def test_paths_outside_are_refused(sandbox):
 
 
 def test_symlink_escapes_are_refused(sandbox):
-    sandbox.run("ln -s /etc etc-link; ln -s ../../../../etc/passwd pw-link; "
-                "ln -s /tmp tmp-link; mkdir -p d && ln -s .. d/up")
+    sandbox.run(
+        "ln -s /etc etc-link; ln -s ../../../../etc/passwd pw-link; "
+        "ln -s /tmp tmp-link; mkdir -p d && ln -s .. d/up"
+    )
     with pytest.raises(PathEscapesWorkspace):
         sandbox.read_file("etc-link/passwd")
     with pytest.raises(PathEscapesWorkspace):

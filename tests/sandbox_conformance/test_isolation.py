@@ -37,8 +37,10 @@ def test_host_files_are_invisible(sandbox, caps, tmp_path):
         pytest.skip("only meaningful when the sandbox runs on this machine")
     marker = tmp_path / "host-only-marker.txt"
     marker.write_text("host")
-    r = sandbox.run(f"test -e {marker} && echo VISIBLE; test -e /root/. && echo ROOT; "
-                    "test -e /work && echo WORK")
+    r = sandbox.run(
+        f"test -e {marker} && echo VISIBLE; test -e /root/. && echo ROOT; "
+        "test -e /work && echo WORK"
+    )
     assert r.stdout == ""
     assert str(tmp_path) not in sandbox.run("cat /proc/mounts").stdout
 

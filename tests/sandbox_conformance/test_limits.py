@@ -35,8 +35,10 @@ def test_timeout_kills_children_too(sandbox):
 
 def test_memory_limit_kills_and_reports_memory(new_sandbox, caps):
     sb = new_sandbox(limits=Limits(memory_mb=64))
-    r = sb.run("python3 -c \"b = bytearray(400 * 1024 * 1024); b[::4096] = b'x' * len(b[::4096]);"
-               " print('allocated')\"")
+    r = sb.run(
+        "python3 -c \"b = bytearray(400 * 1024 * 1024); b[::4096] = b'x' * len(b[::4096]);"
+        " print('allocated')\""
+    )
     assert r.limit_hit == "memory"
     assert r.exit_code == 137
     assert "allocated" not in r.stdout
@@ -68,8 +70,8 @@ def test_cpu_limit_throttles(new_sandbox, caps):
         pytest.skip("CPU bandwidth is only measurable with cgroups")
     sb = new_sandbox(limits=Limits(cpus=0.2))
     r = sb.run(
-        "python3 -c \"import time,os\nt=time.time()\nwhile time.time()-t<1.0: pass\n"
-        "print(os.times().user + os.times().system)\""
+        'python3 -c "import time,os\nt=time.time()\nwhile time.time()-t<1.0: pass\n'
+        'print(os.times().user + os.times().system)"'
     )
     cpu = float(r.stdout.strip())
     assert cpu < 0.5, f"used {cpu:.2f}s CPU in 1s wall with cpus=0.2"

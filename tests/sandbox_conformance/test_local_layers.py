@@ -102,3 +102,30 @@ def test_doctor_reports_capabilities(backend, caps):
         pytest.skip("local backend")
     text = "\n".join(backend.doctor())
     assert "overlayfs" in text and "runsc" in text
+
+
+def test_orphans_of_a_deleted_root_are_reaped(backend, local_root):
+    import secrets
+    import shutil
+    from pathlib import Path
+
+    from snapshots.sandbox.local import reap_orphans
+
+    # The mount base must be reachable by the sandbox user, so not under the 0700 tmp dir.
+    mnt = Path("/run/inspect-sandboxes") / f"test-{secrets.token_hex(4)}"
+    try:
+        be = _backend(backend, local_root / "orphan-root", mount_base=mnt / "tag")
+        sb = be.create(snapshot=None)
+        sb.run("sleep 4545.5 &")
+        pid = sb.state["init_pid"]
+        shutil.rmtree(local_root / "orphan-root")  # e.g. pytest cleaning an old tmp dir
+        assert reap_orphans(mnt) == [sb.id]
+        with (
+            open(f"/proc/{pid}/stat") if os.path.exists(f"/proc/{pid}") else open(os.devnull) as fh
+        ):
+            stat_line = fh.read()
+        assert not stat_line or stat_line.rsplit(") ", 1)[1][0] in "ZX"
+        with open("/proc/self/mountinfo") as fh:
+            assert str(mnt) not in fh.read()
+    finally:
+        shutil.rmtree(mnt, ignore_errors=True)

@@ -11,7 +11,7 @@ import pytest
 from snapshots.sandbox.base import NetworkPolicy
 
 PROBE = (
-    "python3 -c \"import socket,sys\n"
+    'python3 -c "import socket,sys\n'
     "s=socket.socket(); s.settimeout(3)\n"
     "try:\n s.connect(('127.0.0.1', {port})); print('CONNECTED', s.recv(100).decode())\n"
     "except OSError as e: print('BLOCKED', e)\""
@@ -78,7 +78,7 @@ def test_none_has_a_working_private_loopback(new_sandbox):
     sb = new_sandbox(network=NetworkPolicy("none"))
     sb.run("python3 -m http.server 8765 --bind 127.0.0.1 >/dev/null 2>&1 &")
     r = sb.run(
-        "for i in $(seq 50); do python3 -c \"import urllib.request as u;"
+        'for i in $(seq 50); do python3 -c "import urllib.request as u;'
         "print(u.urlopen('http://127.0.0.1:8765/').status)\" 2>/dev/null && break;"
         " sleep 0.1; done"
     )
@@ -100,15 +100,14 @@ def test_open_reaches_host(new_sandbox, caps, host_tcp_server):
 
 
 FETCH = (
-    "python3 -c \"import urllib.request as u, urllib.error as e\n"
+    'python3 -c "import urllib.request as u, urllib.error as e\n'
     "try: print('OK', u.urlopen('{url}', timeout=5).read().decode())\n"
     "except e.HTTPError as x: print('HTTP', x.code, x.read().decode())\n"
     "except Exception as x: print('ERR', x)\""
 )
 
 
-def test_allowlist_allows_listed_domain_only(new_sandbox, caps, host_http_server,
-                                             host_tcp_server):
+def test_allowlist_allows_listed_domain_only(new_sandbox, caps, host_http_server, host_tcp_server):
     if "same_host" not in caps:
         pytest.skip("uses allowed.test -> host loopback mapping of the local backend")
     sb = new_sandbox(network=NetworkPolicy("allowlist", ("allowed.test",)))
@@ -129,12 +128,13 @@ def test_allowlist_https_connect_is_checked(new_sandbox, caps, host_tcp_server):
         pytest.skip("uses the local backend's proxy")
     sb = new_sandbox(network=NetworkPolicy("allowlist", ("allowed.test",)))
     script = (
-        "python3 -c \"import socket\n"
+        'python3 -c "import socket\n'
         "for host in ('allowed.test', 'evil.example'):\n"
         " s=socket.create_connection(('127.0.0.1', 3128), timeout=5)\n"
-        " s.sendall(('CONNECT %s:{port} HTTP/1.1\\r\\nHost: x\\r\\n\\r\\n' % host).encode())\n"
+        f" req = 'CONNECT %s:{host_tcp_server} HTTP/1.1\\r\\nHost: x\\r\\n\\r\\n' % host\n"
+        " s.sendall(req.encode())\n"
         " print(host, s.recv(200).split(b'\\r\\n')[0].decode())\""
-    ).format(port=host_tcp_server)
+    )
     r = sb.run(script)
     assert "allowed.test HTTP/1.1 200" in r.stdout, r.stdout + r.stderr
     assert "evil.example HTTP/1.1 403" in r.stdout

@@ -22,9 +22,11 @@ def test_background_processes_survive_between_execs(sandbox):
 
 def test_daemon_keeps_serving(sandbox):
     sandbox.run("python3 -m http.server 8100 --bind 127.0.0.1 > /tmp/http.log 2>&1 &")
-    probe = ("for i in $(seq 50); do python3 -c \"import urllib.request as u;"
-             "print(u.urlopen('http://127.0.0.1:8100/README.md').read().decode())\" "
-             "2>/dev/null && break; sleep 0.1; done")
+    probe = (
+        'for i in $(seq 50); do python3 -c "import urllib.request as u;'
+        "print(u.urlopen('http://127.0.0.1:8100/README.md').read().decode())\" "
+        "2>/dev/null && break; sleep 0.1; done"
+    )
     assert "# demo" in sandbox.run(probe).stdout
     assert "# demo" in sandbox.run(probe).stdout  # still up for the next exec
 
@@ -54,7 +56,10 @@ def test_reattach_from_another_process(backend_spec, backend, sandbox, caps):
     )
     proc = subprocess.run(
         [sys.executable, "-c", code, str(backend.root), backend.runtime, sandbox.id],
-        capture_output=True, text=True, cwd=ROOT, timeout=60,
+        capture_output=True,
+        text=True,
+        cwd=ROOT,
+        timeout=60,
         env={"PATH": "/usr/bin:/bin", "PYTHONPATH": str(ROOT)},
     )
     assert proc.returncode == 0, proc.stderr

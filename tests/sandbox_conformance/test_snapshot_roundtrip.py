@@ -6,9 +6,11 @@ import pytest
 
 from snapshots.sandbox.base import SnapshotNotFound
 
-LIST = ("cd /workspace && find . -mindepth 1 \\( -type l -printf '%p -> %l\\n' \\) -o "
-        "\\( -type f -printf '%p %s %m\\n' \\) -o \\( -type d -printf '%p/\\n' \\) | sort; "
-        "find . -type f -exec md5sum {} + | sort -k2")
+LIST = (
+    "cd /workspace && find . -mindepth 1 \\( -type l -printf '%p -> %l\\n' \\) -o "
+    "\\( -type f -printf '%p %s %m\\n' \\) -o \\( -type d -printf '%p/\\n' \\) | sort; "
+    "find . -type f -exec md5sum {} + | sort -k2"
+)
 
 
 def test_roundtrip_with_changes_and_deletions(new_sandbox):
@@ -57,7 +59,9 @@ def test_layered_snapshots_and_deleting_a_base_file_again(new_sandbox):
         sb = new_sandbox(snapshot=sb.snapshot())
     assert sb.read_file("gen.txt") == b"4\n"
     assert sorted(e.name for e in sb.list_files("") if e.name.startswith("gen")) == [
-        "gen.txt", "gen4"]
+        "gen.txt",
+        "gen4",
+    ]
 
 
 def test_snapshot_of_live_sandbox_keeps_it_running(new_sandbox):

@@ -6,11 +6,16 @@ import time
 
 
 def test_interleaved_stdout_stderr_order(sandbox):
-    cmd = ("echo out1; sleep 0.05; echo err1 >&2; sleep 0.05; echo out2; sleep 0.05; "
-           "echo err2 >&2; sleep 0.05; printf 'tail-no-newline'")
+    cmd = (
+        "echo out1; sleep 0.05; echo err1 >&2; sleep 0.05; echo out2; sleep 0.05; "
+        "echo err2 >&2; sleep 0.05; printf 'tail-no-newline'"
+    )
     lines = [(ln.stream, ln.text) for ln in sandbox.exec(cmd)]
     assert lines == [
-        ("stdout", "out1"), ("stderr", "err1"), ("stdout", "out2"), ("stderr", "err2"),
+        ("stdout", "out1"),
+        ("stderr", "err1"),
+        ("stdout", "out2"),
+        ("stderr", "err2"),
         ("stdout", "tail-no-newline"),
     ]
 

@@ -1,0 +1,384 @@
+"""The built-in agent: a tool-calling loop over a model API, tools run through the sandbox.
+
+The model key lives in the client on the worker; tools reach the sandbox only through its API,
+and nothing of the key is passed to an exec. Per-turn limits (steps, tokens, cost, wall time)
+end the turn with an error event; the work done so far stays in the workspace and is diffed
+and verified like any other turn.
+"""
+
+from __future__ import annotations
+
+import json
+import random
+import threading
+import time
+from collections.abc import Callable, Generator, Iterator, Mapping
+from typing import Any, TypeVar
+
+from sessions.agents import pricing
+from sessions.agents.base import AgentError, AgentEvent, AgentRuntime, Turn
+from sessions.agents.llm import Entry, ModelClient, ModelError, ModelReply, ToolCall
+from sessions.agents.tools import Stopped, Toolbox, ToolInputError, ToolOutcome
+
+T = TypeVar("T")
+
+SYSTEM_PROMPT = """\
+You are a coding agent working on a git repository checked out at /workspace, inside an \
+isolated sandbox. A person asked for the change below; do it completely and carefully.
+
+How to work:
+- Explore first (list_files, search, read_file), then change files with edit_file (exact \
+string replacement) or write_file (whole files).
+- Run the project's tests, linters or build with run_command when they exist, and fix what \
+you broke.
+- Do not commit, push or open pull requests: the platform commits your work, shows the diff \
+and runs the repository's verify commands after your turn.
+- Paths are relative to the repository root. The sandbox may have no network access.
+- When you are done, call finish with a short summary of what you changed and why.
+"""
+
+BACKOFF_CAP_SECONDS = 30.0
+
+
+class BuiltinAgent(AgentRuntime):
+    """`client`: the model API. `retries`: extra attempts for 429/5xx/timeouts, with
+    exponential backoff from `backoff_seconds`. `malformed_limit`: consecutive malformed
+    replies (bad JSON arguments, unknown tool, empty reply) tolerated before giving up."""
+
+    name = "builtin"
+    honours_sync = True
+
+    def __init__(
+        self,
+        client: ModelClient,
+        *,
+        retries: int = 4,
+        backoff_seconds: float = 1.0,
+        request_timeout: float = 120.0,
+        malformed_limit: int = 3,
+        command_timeout: float = 600.0,
+        prices: Mapping[str, tuple[float, float]] | None = None,
+    ) -> None:
+        self.client = client
+        self.model = client.model
+        self.retries = retries
+        self.backoff_seconds = backoff_seconds
+        self.request_timeout = request_timeout
+        self.malformed_limit = malformed_limit
+        self.command_timeout = command_timeout
+        self.prices = dict(prices or {})
+        self._stopped = threading.Event()
+        self._toolbox: Toolbox | None = None
+
+    def stop(self) -> None:
+        self._stopped.set()
+        if self._toolbox is not None:
+            self._toolbox.kill()
+
+    # -- the loop ---------------------------------------------------------------------------
+    def run(self, turn: Turn) -> Iterator[AgentEvent]:
+        started = time.monotonic()
+        deadline = started + turn.limits.wall_seconds
+        toolbox = Toolbox(
+            turn.sandbox,
+            stopped=self._stopped,
+            sync_done=turn.sync_done,
+            env=turn.env,
+            command_timeout=self.command_timeout,
+            deadline=deadline,
+            children=turn.children,
+        )
+        self._toolbox = toolbox
+        if self._stopped.is_set():
+            toolbox.kill()
+        system = system_prompt(turn)
+        transcript: list[Entry] = [{"role": "user", "text": turn.prompt}]
+        totals = {"input_tokens": 0, "output_tokens": 0, "cost_usd": 0.0, "priced": True}
+        steps = malformed_streak = 0
+
+        def done(reason: str, **extra: Any) -> AgentEvent:
+            return AgentEvent(
+                "done",
+                {
+                    "reason": reason,
+                    "steps": steps,
+                    "input_tokens": totals["input_tokens"],
+                    "output_tokens": totals["output_tokens"],
+                    "cost_usd": round(totals["cost_usd"], 6) if totals["priced"] else None,
+                    **extra,
+                },
+            )
+
+        try:
+            while True:
+                if self._stopped.is_set():
+                    yield done("stopped", stopped=True)
+                    return
+                limit = _limit_reached(turn, steps, totals, deadline)
+                if limit:
+                    yield AgentEvent("error", {"message": limit[1], "limit": limit[0]})
+                    yield done("limit", limit=limit[0])
+                    return
+                steps += 1
+                try:
+                    reply = yield from self._ask(system, transcript, toolbox, deadline)
+                except ModelError as exc:
+                    if not toolbox.touched:
+                        # Nothing changed yet: a misconfiguration (bad key, unknown model)
+                        # fails the turn with the API's own words.
+                        raise AgentError(str(exc)) from None
+                    yield AgentEvent("error", {"message": str(exc), "status": exc.status})
+                    yield done("model_error")
+                    return
+                yield self._usage(reply, totals, steps)
+                if reply.reasoning:
+                    yield AgentEvent("reasoning", {"text": reply.reasoning})
+                if reply.text:
+                    yield AgentEvent("message", {"text": reply.text})
+                if not reply.tool_calls:
+                    if reply.text:  # a plain answer ends the turn
+                        yield done("answered")
+                        return
+                    malformed_streak += 1
+                    yield AgentEvent(
+                        "error",
+                        {"message": "the model returned an empty reply", "malformed": True},
+                    )
+                    if malformed_streak > self.malformed_limit:
+                        yield from self._give_up(malformed_streak)
+                        yield done("malformed")
+                        return
+                    transcript.append(
+                        {
+                            "role": "user",
+                            "text": "Your last reply was empty. Call a tool, or call finish "
+                            "with a summary if the work is done.",
+                        }
+                    )
+                    continue
+                transcript.append(
+                    {"role": "assistant", "text": reply.text, "tool_calls": reply.tool_calls}
+                )
+                bad_calls = 0
+                finished: str | None = None
+                for call in reply.tool_calls:
+                    result, answer = yield from self._call_tool(toolbox, call)
+                    transcript.append(answer)  # every call gets an answer, even a bad one
+                    if result is None:
+                        bad_calls += 1
+                    elif result.finished:
+                        finished = result.data.get("summary") or ""
+                if finished is not None:
+                    if finished and finished != reply.text:
+                        yield AgentEvent("message", {"text": finished, "final": True})
+                    yield done("finished")
+                    return
+                malformed_streak = malformed_streak + 1 if bad_calls else 0
+                if malformed_streak > self.malformed_limit:
+                    yield from self._give_up(malformed_streak)
+                    yield done("malformed")
+                    return
+        except Stopped:
+            yield done("stopped", stopped=True)
+        finally:
+            self._toolbox = None
+
+    def _give_up(self, streak: int) -> Iterator[AgentEvent]:
+        yield AgentEvent(
+            "error",
+            {
+                "message": f"the model sent {streak} malformed replies in a row; the turn ends "
+                "here (the work so far is kept)",
+                "malformed": True,
+            },
+        )
+
+    def _call_tool(
+        self, toolbox: Toolbox, call: ToolCall
+    ) -> Generator[AgentEvent, None, tuple[ToolOutcome | None, Entry]]:
+        """Run one tool call; returns its outcome (None if the call was malformed: an error
+        event is recorded) and the transcript entry that answers it."""
+
+        def answer(content: str, ok: bool) -> Entry:
+            return {
+                "role": "tool",
+                "call_id": call.id,
+                "name": call.name,
+                "content": content,
+                "is_error": not ok,
+            }
+
+        def refuse(problem: str) -> AgentEvent:
+            return AgentEvent(
+                "error", {"message": problem, "malformed": True, "tool": call.name, "id": call.id}
+            )
+
+        try:
+            arguments = json.loads(call.arguments) if call.arguments.strip() else {}
+        except ValueError as exc:
+            problem = (
+                f"the arguments of {call.name or 'a tool call'} are not valid JSON ({exc}); "
+                "send a JSON object"
+            )
+            yield refuse(problem)
+            return None, answer(f"error: {problem}", False)
+        if not isinstance(arguments, dict):
+            problem = f"the arguments of {call.name} must be a JSON object"
+            yield refuse(problem)
+            return None, answer(f"error: {problem}", False)
+        if call.name not in toolbox.names():
+            problem = f"there is no tool named {call.name!r}; the tools are " + ", ".join(
+                toolbox.names()
+            )
+            yield refuse(problem)
+            return None, answer(f"error: {problem}", False)
+        yield AgentEvent("tool_call", {"id": call.id, "name": call.name, "arguments": arguments})
+        started = time.monotonic()
+        try:
+            outcome = yield from toolbox.run(call.name, arguments)
+        except ToolInputError as exc:
+            problem = f"{call.name}: {exc}"
+            yield AgentEvent(
+                "tool_result", {"id": call.id, "name": call.name, "ok": False, "output": str(exc)}
+            )
+            yield refuse(problem)
+            return None, answer(f"error: {problem}", False)
+        for edit in outcome.edits:
+            yield AgentEvent("file_edit", {**edit, "tool_call": call.id})
+        yield AgentEvent(
+            "tool_result",
+            {
+                "id": call.id,
+                "name": call.name,
+                "ok": outcome.ok,
+                "output": outcome.output,
+                "duration_ms": round((time.monotonic() - started) * 1000, 1),
+                **outcome.data,
+            },
+        )
+        return outcome, answer(outcome.output, outcome.ok)
+
+    # -- the model --------------------------------------------------------------------------
+    def _ask(
+        self, system: str, transcript: list[Entry], toolbox: Toolbox, deadline: float
+    ) -> Generator[AgentEvent, None, ModelReply]:
+        """One model reply, retrying transient failures with backoff; raises ModelError when
+        they persist (or at once for a permanent one) and Stopped when the turn is stopped."""
+        attempt = 0
+        while True:
+            timeout = max(1.0, min(self.request_timeout, deadline - time.monotonic()))
+            try:
+                return self._interruptible(
+                    lambda t=timeout: self.client.send(
+                        system, transcript, toolbox.specs(), timeout=t
+                    )
+                )
+            except ModelError as exc:
+                if not exc.retryable or attempt >= self.retries:
+                    if exc.retryable:
+                        raise ModelError(
+                            f"{exc} (gave up after {attempt + 1} attempts)", status=exc.status
+                        ) from None
+                    raise
+                delay = self.backoff_seconds * (2**attempt) * (1 + random.random() * 0.25)
+                if exc.retry_after is not None:
+                    delay = max(delay, exc.retry_after)
+                delay = min(delay, BACKOFF_CAP_SECONDS, max(0.0, deadline - time.monotonic()))
+                attempt += 1
+                yield AgentEvent(
+                    "output",
+                    {
+                        "stream": "agent",
+                        "text": f"{exc}; retrying in {delay:.1f} s "
+                        f"(attempt {attempt + 1} of {self.retries + 1})",
+                    },
+                )
+                if self._stopped.wait(delay):
+                    raise Stopped() from None
+
+    def _interruptible(self, call: Callable[[], T]) -> T:
+        """Run a blocking request in a helper thread so that stop() ends the turn at once; an
+        abandoned request ends by its own timeout."""
+        box: dict[str, Any] = {}
+        finished = threading.Event()
+
+        def work() -> None:
+            try:
+                box["value"] = call()
+            except BaseException as exc:  # handed to the caller's thread
+                box["error"] = exc
+            finally:
+                finished.set()
+
+        threading.Thread(target=work, daemon=True, name="model-request").start()
+        while not finished.wait(0.05):
+            if self._stopped.is_set():
+                raise Stopped()
+        if "error" in box:
+            raise box["error"]
+        return box["value"]
+
+    def _usage(self, reply: ModelReply, totals: dict[str, Any], step: int) -> AgentEvent:
+        model = reply.model or self.model
+        cost = pricing.cost_usd(model, reply.input_tokens, reply.output_tokens, self.prices)
+        totals["input_tokens"] += reply.input_tokens
+        totals["output_tokens"] += reply.output_tokens
+        if cost is None:
+            totals["priced"] = False
+        else:
+            totals["cost_usd"] += cost
+        return AgentEvent(
+            "usage",
+            {
+                "provider": self.client.provider,
+                "model": model,
+                "step": step,
+                "input_tokens": reply.input_tokens,
+                "output_tokens": reply.output_tokens,
+                "cost_usd": cost,
+                "turn_input_tokens": totals["input_tokens"],
+                "turn_output_tokens": totals["output_tokens"],
+                "turn_cost_usd": round(totals["cost_usd"], 6) if totals["priced"] else None,
+            },
+        )
+
+
+def system_prompt(turn: Turn) -> str:
+    """The agent's instructions plus the repository's own (AGENTS.md / CLAUDE.md)."""
+    text = (
+        SYSTEM_PROMPT + f"\nThe request comes from {turn.author.name} ({turn.author.username}).\n"
+    )
+    if turn.children is not None:
+        text += (
+            "\nFor a large task made of independent parts you may start separate sessions with "
+            "spawn_session and check them with session_status; keep small tasks to yourself.\n"
+        )
+    if turn.instructions.strip():
+        text += (
+            "\nThe repository's instructions for agents (AGENTS.md / CLAUDE.md) follow; they "
+            "take precedence over the advice above.\n\n" + turn.instructions.strip() + "\n"
+        )
+    return text
+
+
+def _limit_reached(
+    turn: Turn, steps: int, totals: dict[str, Any], deadline: float
+) -> tuple[str, str] | None:
+    limits = turn.limits
+    kept = "the work so far is kept; queue a follow-up prompt to continue"
+    if steps >= limits.steps:
+        return "steps", f"the turn reached its limit of {limits.steps} model steps; {kept}"
+    used = totals["input_tokens"] + totals["output_tokens"]
+    if used >= limits.tokens:
+        return "tokens", f"the turn used {used:,} tokens, its limit is {limits.tokens:,}; {kept}"
+    if totals["priced"] and totals["cost_usd"] >= limits.cost_usd:
+        return (
+            "cost",
+            f"the turn cost ${totals['cost_usd']:.4f}, its limit is ${limits.cost_usd:.2f}; {kept}",
+        )
+    if time.monotonic() >= deadline:
+        return (
+            "wall_time",
+            f"the turn ran longer than its limit of {limits.wall_seconds:.0f} s; {kept}",
+        )
+    return None

@@ -1,0 +1,97 @@
+"""Agents are chosen by name; an unknown name or a missing key is refused with what to set."""
+
+import pytest
+
+from sessions.agents import RUNTIME_NAMES, get_runtime, llm_provider, turn_limits, validate_agent
+from sessions.agents.base import AgentError, AgentEvent, AgentRuntime
+from sessions.agents.redaction import RedactingRuntime, redact
+from tests.agents.conftest import MODEL_KEY
+
+
+@pytest.fixture
+def no_keys(settings):
+    settings.LLM_PROVIDER = "auto"
+    settings.LLM_BASE_URL = "https://api.openai.com/v1"
+    settings.LLM_API_KEY = settings.ANTHROPIC_API_KEY = settings.LLM_MODEL = ""
+    return settings
+
+
+def test_the_registry_names_every_runtime():
+    assert set(RUNTIME_NAMES) == {"builtin", "opencode", "claude-code", "codex", "command"}
+    with pytest.raises(AgentError, match="unknown agent 'hal9000'; available: command, builtin"):
+        validate_agent("hal9000")
+
+
+@pytest.mark.parametrize(
+    ("name", "message"),
+    [
+        ("builtin", "the builtin agent needs a model: set INSPECT_LLM_API_KEY"),
+        ("claude-code", "the claude-code agent needs ANTHROPIC_API_KEY to be set"),
+        ("codex", "the codex agent needs INSPECT_LLM_API_KEY (an OpenAI API key)"),
+        ("opencode", "the opencode agent needs INSPECT_LLM_API_KEY or ANTHROPIC_API_KEY"),
+        ("command", "the command agent needs a command (--agent-command)"),
+    ],
+)
+def test_an_agent_missing_what_it_needs_is_refused(no_keys, name, message):
+    with pytest.raises(AgentError, match=message.replace("(", r"\(").replace(")", r"\)")):
+        validate_agent(name)
+
+
+def test_a_local_openai_compatible_server_needs_no_key(no_keys):
+    no_keys.LLM_BASE_URL = "http://127.0.0.1:11434/v1"
+    no_keys.LLM_MODEL = "qwen2.5-coder:7b"
+    runtime = get_runtime("builtin")
+    assert isinstance(runtime, RedactingRuntime)
+    assert (runtime.client.provider, runtime.model) == ("openai", "qwen2.5-coder:7b")
+    # Only the built-in agent holds its writes for the drift sync; the runner waits for others.
+    assert runtime.honours_sync and not get_runtime("command", command="true").honours_sync
+
+
+def test_an_anthropic_key_alone_selects_the_messages_api(no_keys):
+    no_keys.ANTHROPIC_API_KEY = MODEL_KEY
+    assert llm_provider() == "anthropic"
+    runtime = get_runtime("builtin")
+    assert (runtime.client.provider, runtime.model) == ("anthropic", "claude-sonnet-4-5")
+    assert get_runtime("builtin", model="claude-opus-4-1").model == "claude-opus-4-1"
+    no_keys.LLM_API_KEY = "sk-other-0123456789"
+    assert llm_provider() == "openai"  # both set: the OpenAI-compatible endpoint wins
+    no_keys.LLM_PROVIDER = "anthropic"
+    assert llm_provider() == "anthropic"
+
+
+def test_cli_agents_get_only_their_own_key(no_keys):
+    no_keys.ANTHROPIC_API_KEY = MODEL_KEY
+    no_keys.LLM_API_KEY = "sk-openai-0123456789"
+    assert get_runtime("claude-code").process_env["ANTHROPIC_API_KEY"] == MODEL_KEY
+    assert "CODEX_API_KEY" not in get_runtime("claude-code").process_env
+    assert get_runtime("codex").process_env == {"CODEX_API_KEY": "sk-openai-0123456789"}
+    assert set(get_runtime("opencode").process_env) == {"OPENAI_API_KEY", "ANTHROPIC_API_KEY"}
+
+
+def test_turn_limits_come_from_the_settings(settings):
+    settings.AGENT_MAX_STEPS, settings.AGENT_MAX_COST_USD = 7, 0.25
+    limits = turn_limits()
+    assert (limits.steps, limits.cost_usd, limits.tokens) == (7, 0.25, settings.AGENT_MAX_TOKENS)
+
+
+def test_redaction_reaches_nested_values_and_errors():
+    secret = "sk-live-abcdefghijkl"
+    assert redact({"a": [f"x{secret}y", {secret: 1}], "n": 3}, [secret, "short"]) == {
+        "a": ["x[redacted]y", {"[redacted]": 1}],
+        "n": 3,
+    }
+
+    class Leaky(AgentRuntime):
+        name = "leaky"
+
+        def run(self, turn):
+            yield AgentEvent("message", {"text": f"key={secret}"})
+            raise AgentError(f"refused key {secret}")
+
+        def stop(self):
+            pass
+
+    events = RedactingRuntime(Leaky(), [secret]).run(None)
+    assert next(events).data == {"text": "key=[redacted]"}
+    with pytest.raises(AgentError, match=r"refused key \[redacted\]"):
+        next(events)

@@ -1,0 +1,108 @@
+"""The CLI adapters run their CLI inside the sandbox: a missing CLI is reported with what to add
+to the recipe; the prompt arrives on stdin; the key is in the process environment only and is
+scrubbed from every event."""
+
+import pytest
+
+from sessions.agents.base import AgentError
+from sessions.agents.claude_code import ClaudeCodeAgent
+from sessions.agents.codex import CodexAgent
+from sessions.agents.opencode import OpenCodeAgent
+from sessions.agents.redaction import RedactingRuntime
+from tests.agents import cli_streams
+from tests.agents.conftest import MODEL_KEY, make_turn, of_kind
+
+FAKE_BIN = "/workspace/.fake-bin"
+
+
+@pytest.mark.parametrize(
+    ("adapter", "binary", "package"),
+    [
+        (ClaudeCodeAgent, "claude", "@anthropic-ai/claude-code"),
+        (CodexAgent, "codex", "@openai/codex"),
+        (OpenCodeAgent, "opencode", "opencode-ai"),
+    ],
+)
+def test_a_cli_that_is_not_installed_is_reported_with_the_package_to_add(
+    sandbox, adapter, binary, package
+):
+    agent = adapter(env={"SOME_KEY": MODEL_KEY})
+    with pytest.raises(AgentError) as raised:
+        list(agent.run(make_turn(sandbox)))
+    message = str(raised.value)
+    assert f"(no `{binary}` on PATH)" in message
+    assert f'add "npm install -g {package}" to `setup` in .inspect/environment.toml' in message
+
+
+def install_fake_cli(sandbox, name: str, script: str) -> dict[str, str]:
+    sandbox.write_file(f".fake-bin/{name}", ("#!/bin/sh\n" + script).encode(), mode=0o755)
+    return {"PATH": f"{FAKE_BIN}:/usr/bin:/bin"}
+
+
+def test_claude_code_gets_the_prompt_on_stdin_and_its_key_in_its_environment_only(sandbox):
+    sandbox.write_file(
+        ".fake-bin/stream.jsonl", cli_streams.jsonl(cli_streams.CLAUDE_CODE).encode()
+    )
+    path = install_fake_cli(
+        sandbox,
+        "claude",
+        # Echo what it was given, leak its key twice, then play the recorded stream.
+        "prompt=$(cat)\n"
+        'echo "argv: $*"\n'
+        'echo "prompt: $prompt; key: $ANTHROPIC_API_KEY"\n'
+        'echo "debug: x-api-key=$ANTHROPIC_API_KEY" >&2\n'
+        f"cat {FAKE_BIN}/stream.jsonl\n",
+    )
+    agent = RedactingRuntime(
+        ClaudeCodeAgent(env={"ANTHROPIC_API_KEY": MODEL_KEY}, model="claude-sonnet-4-5"),
+        [MODEL_KEY],
+    )
+    events = list(agent.run(make_turn(sandbox, "make greet say Hello", env=path)))
+
+    outputs = [o["text"] for o in of_kind(events, "output")]
+    assert outputs[0] == (
+        "argv: -p --output-format stream-json --verbose --dangerously-skip-permissions "
+        "--max-turns 50 --model claude-sonnet-4-5 --append-system-prompt Run `sh check.sh` "
+        "before finishing."
+    )
+    assert outputs[1] == "prompt: make greet say Hello; key: [redacted]"
+    assert outputs[2] == "debug: x-api-key=[redacted]"
+    assert MODEL_KEY not in repr(events)
+    assert of_kind(events, "file_edit") == [{"path": "src/greet.py", "action": "edit"}]
+    assert of_kind(events, "usage")[0]["cost_usd"] == 0.0123
+    assert events[-1].kind == "done" and events[-1].data["exit_code"] == 0
+    # Nothing of the key was written to the workspace.
+    found = sandbox.run(["grep", "-rlF", MODEL_KEY, "/workspace", "/tmp"])
+    assert found.exit_code == 1, found.stdout
+
+
+def test_codex_reads_its_prompt_from_stdin_and_a_nonzero_exit_is_reported(sandbox):
+    path = install_fake_cli(
+        sandbox,
+        "codex",
+        'echo "{\\"type\\":\\"item.completed\\",\\"item\\":{\\"id\\":\\"item_0\\",'
+        '\\"type\\":\\"agent_message\\",\\"text\\":\\"$(cat)|$*\\"}}"\nexit 3\n',
+    )
+    agent = CodexAgent(env={"CODEX_API_KEY": MODEL_KEY})
+    events = list(agent.run(make_turn(sandbox, "fix it", env=path)))
+    assert of_kind(events, "message") == [
+        {"text": "fix it|exec --json --skip-git-repo-check "
+                 "--dangerously-bypass-approvals-and-sandbox -"}
+    ]  # fmt: skip
+    assert of_kind(events, "error") == [{"message": "codex exited with status 3"}]
+
+
+def test_a_cli_over_the_turns_token_limit_is_killed_and_reported(sandbox):
+    from sessions.agents.base import TurnLimits
+
+    sandbox.write_file(".fake-bin/stream.jsonl", cli_streams.jsonl(cli_streams.OPENCODE).encode())
+    path = install_fake_cli(
+        sandbox, "opencode", f"head -6 {FAKE_BIN}/stream.jsonl; sleep 60; echo never\n"
+    )
+    agent = OpenCodeAgent(env={"OPENAI_API_KEY": MODEL_KEY})
+    turn = make_turn(sandbox, env=path, limits=TurnLimits(tokens=10_000))
+    events = list(agent.run(turn))
+    error = of_kind(events, "error")[-1]
+    assert error["limit"] == "tokens"
+    assert error["message"].startswith("the turn used 19,303 tokens, its limit is 10,000")
+    assert "never" not in [o.get("text") for o in of_kind(events, "output")]
