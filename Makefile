@@ -5,7 +5,7 @@ BIN := $(VENV)/bin
 UV_VERSION := 0.13.9
 export INSPECT_DATA_DIR ?= $(CURDIR)/var
 
-.PHONY: run test lint format system-packages clean
+.PHONY: run test lint format system-packages clean bench-sandbox bench-stream
 
 $(BIN)/python:
 	$(PYTHON) -m venv $(VENV)
@@ -43,3 +43,6 @@ lock: $(VENV)/.installed
 
 clean:
 	rm -rf $(VENV)
+
+bench-sandbox: $(VENV)/.installed system-packages
+	$(BIN)/python bench/sandbox.py
