@@ -46,3 +46,6 @@ clean:
 
 bench-sandbox: $(VENV)/.installed system-packages
 	$(BIN)/python bench/sandbox.py
+
+bench-stream: $(VENV)/.installed
+	$(BIN)/python bench/stream.py

@@ -14,6 +14,8 @@ Wire format (JSON text frames, server to client)
 ``{"type": "events", "events": [{"seq", "kind", "payload", "created_at"}, ...]}``
     One or more events, consecutive seqs, ascending. Across the frames of one connection
     every seq appears once, with no gaps. Frames hold up to PAGE_SIZE events / ~FRAME_BYTES.
+    `payload` is the stored JSON (PostgreSQL may reorder its keys); `created_at` is ISO 8601
+    in UTC, e.g. "2026-01-02T10:11:12.5+00:00".
 ``{"type": "presence", "viewers": [{"id": 3, "username": "reviewer"}, ...], "version": n}``
     Who is watching (each user once, however many tabs); sent right after `hello` and when
     someone joins (`"joined": name`), leaves (`"left": name`) or drops out without saying
@@ -23,17 +25,33 @@ Wire format (JSON text frames, server to client)
     this session's); treat N as the last event you have, events after N follow on this
     connection. "lagging": this viewer fell too far behind (MAX_LAG events, or its socket did
     not drain for STALL_SECONDS); the connection is then closed with 4008 and the client
-    should reconnect with `?after=N` (N is the last seq sent). A client that stopped reading
-    altogether may not see this frame; it sees the connection drop and does the same.
+    should reconnect with `?after=N` (N is the last seq sent). The server stops sending events,
+    waits up to STALL_SECONDS for the socket to drain, then sends this; a client that stopped
+    reading altogether may never see it, sees the connection drop, and does the same.
 ``{"type": "error", "code": 4400, "message": "..."}``
     Sent before the server closes the connection with that code.
 
 Close codes: 4400 bad `after` (not a whole number, negative) or unsupported `format`;
 4401 not logged in; 4403 no such session or not a member of its repository (the same for
 both, so ids cannot be probed); 4008 lagging (after a resync); 1013 live updates unavailable
-(Redis unreachable) — reconnect shortly. Messages from the client are ignored.
+(Redis or the database unreachable) — reconnect shortly. Messages from the client are ignored.
 
-HTML fragments (`?format=html`) are not served yet; the dashboard issue adds them.
+How it keeps its promises
+-------------------------
+Each connection has one sender task, the only writer to its socket. It joins the group before
+reading, then reads history pages (PAGE_SIZE rows, one query each) until it reaches the
+session's shared tail, and from there slices frames out of the tail: the newest events of the
+session, read once per notification and encoded once for every viewer in the process
+(SessionTail). A notification only raises the seq the sender aims for; nothing is queued per
+viewer. The sender writes only while the socket drains (SocketProbe): a slow viewer stops being
+read for, so its memory stays bounded, and past MAX_LAG / STALL_SECONDS it is told to resync.
+Without notifications (lost, or Redis down) the sender still re-reads the log every POLL_SECONDS.
+
+HTML (`?format=html`, the session page's htmx websocket extension): event frames are the
+page's own `<li>` items appended out of band (sessions.rendering.live_fragment, the same HTML
+the page renders), presence is the `#presence` list swapped out of band; `hello` is not sent,
+and `resync` / `error` stay JSON (htmx ignores them; the page reconnects with its last seq on
+4008). HTML frames are rendered per connection (HTML_PAGE events per frame), not shared.
 """
 
 from __future__ import annotations
@@ -43,9 +61,9 @@ import contextlib
 import functools
 import json
 import logging
+import re
 import weakref
 from collections import OrderedDict
-from collections.abc import Callable
 from dataclasses import dataclass
 from urllib.parse import parse_qs
 
@@ -56,6 +74,7 @@ from django.db import DatabaseError
 from django.db.models import TextField
 from django.db.models.functions import Cast
 from django.http import Http404
+from django.utils.html import format_html, format_html_join
 from redis.exceptions import RedisError
 
 from inspect_web import access
@@ -66,6 +85,9 @@ from sessions.models import Event, Session
 log = logging.getLogger(__name__)
 
 PAGE_SIZE = 1000  # rows per database read
+HTML_PAGE = 200  # events per HTML frame (rendering templates costs more than JSON)
+TAIL_EVENTS = 5000  # newest events kept encoded per watched session, per process ...
+TAIL_BYTES = 8 * 1024 * 1024  # ... and at most this much of them
 FRAME_BYTES = 256 * 1024  # a page is cut into frames of about this size
 MAX_LAG = 5000  # a caught-up viewer this many events behind, with its socket full, resyncs
 STALL_SECONDS = 10.0  # a socket that does not drain for this long resyncs
@@ -79,23 +101,11 @@ _LAYER_ERRORS = (RedisError, OSError, ConnectionError, asyncio.TimeoutError)
 
 @dataclass(frozen=True)
 class Frame:
+    """An encoded `events` frame holding seqs first..last."""
+
     text: str
     first: int
     last: int
-
-
-@dataclass(frozen=True)
-class Page:
-    """Consecutive events after `after`, already encoded as frames."""
-
-    after: int
-    frames: tuple[Frame, ...]
-    full: bool  # PAGE_SIZE rows: there may be more right after it
-    size: int
-
-    @property
-    def last(self) -> int:
-        return self.frames[-1].last if self.frames else self.after
 
 
 @functools.cache
@@ -103,139 +113,236 @@ def _kind_json(kind: str) -> str:
     return json.dumps(kind)
 
 
-def read_page(session_id: int, after: int, limit: int = PAGE_SIZE) -> Page:
-    """Read up to `limit` events after `after` and encode them as frames.
+_OFFSET = re.compile(r"[+-]\d\d$")
 
-    The payload is taken as the database's JSON text and spliced into the frame, so a page
-    costs one query and one string join, not a decode and re-encode of every payload.
+
+def _iso(created_at: str) -> str:
+    """The database's text of a timestamp as ISO 8601: PostgreSQL gives
+    "2026-01-02 10:11:12.5+00" (the connection is in UTC), SQLite "2026-01-02 10:11:12.5"."""
+    text = created_at.replace(" ", "T", 1)
+    if _OFFSET.search(text):
+        return text + ":00"
+    return text if text[19:].count("+") or text[19:].count("-") else text + "+00:00"
+
+
+def read_events(session_id: int, after: int, limit: int = PAGE_SIZE) -> list[tuple[int, str]]:
+    """Up to `limit` events after `after`, each as (seq, its JSON object as text).
+
+    Payload and time are taken as the database's text and spliced in: one query and some
+    string formatting per page, not a JSON decode and re-encode (and a timestamp parse) of
+    every row. Seqs are gap-free, so the page is asked for as the range after..after+limit:
+    without it PostgreSQL, before it has statistics on freshly appended rows, may cast every
+    remaining row of the session to text before sorting out the first `limit`.
     """
-    rows = (
-        Event.objects.filter(session_id=session_id, seq__gt=after)
-        .order_by("seq")
-        .annotate(payload_json=Cast("payload", output_field=TextField()))
-        .values_list("seq", "kind", "payload_json", "created_at")[:limit]
-    )
-    frames: list[Frame] = []
-    parts: list[str] = []
-    first = size = total = count = 0
-    for seq, kind, payload, created_at in rows:
-        part = (
+    rows = _event_rows(session_id, after, limit, bounded=True)
+    if not rows:  # nothing in the range; look past it in case events were ever removed
+        rows = _event_rows(session_id, after, limit, bounded=False)
+    return [
+        (
+            seq,
             f'{{"seq":{seq},"kind":{_kind_json(kind)},"payload":{payload},'
-            f'"created_at":"{created_at.isoformat()}"}}'
+            f'"created_at":"{_iso(created)}"}}',
         )
-        if not parts:
-            first = seq
-        parts.append(part)
+        for seq, kind, payload, created in rows
+    ]
+
+
+def _event_rows(session_id: int, after: int, limit: int, *, bounded: bool) -> list[tuple]:
+    events = Event.objects.filter(session_id=session_id, seq__gt=after)
+    if bounded:
+        events = events.filter(seq__lte=after + limit)
+    return list(
+        events.order_by("seq")
+        .annotate(
+            payload_json=Cast("payload", output_field=TextField()),
+            created_text=Cast("created_at", output_field=TextField()),
+        )
+        .values_list("seq", "kind", "payload_json", "created_text")[:limit]
+    )
+
+
+def frames_of(parts: list[tuple[int, str]]) -> list[Frame]:
+    """Consecutive encoded events cut into frames of about FRAME_BYTES."""
+    frames: list[Frame] = []
+    start = size = 0
+    for i, (_, part) in enumerate(parts):
         size += len(part)
-        count += 1
-        if size >= FRAME_BYTES:
-            frames.append(_frame(parts, first, seq))
-            total += size
-            parts, size = [], 0
-    if parts:
-        frames.append(_frame(parts, first, first + len(parts) - 1))
-        total += size
-    return Page(after=after, frames=tuple(frames), full=count >= limit, size=total)
+        if size >= FRAME_BYTES or i == len(parts) - 1:
+            chunk = parts[start : i + 1]
+            frames.append(_frame([p for _, p in chunk], chunk[0][0], chunk[-1][0]))
+            start, size = i + 1, 0
+    return frames
 
 
 def _frame(parts: list[str], first: int, last: int) -> Frame:
     return Frame('{"type":"events","events":[' + ",".join(parts) + "]}", first, last)
 
 
-class PageCache:
-    """Pages shared by the viewers in this process.
+class SessionTail:
+    """The newest events of one session, read once and encoded once for all its viewers in this
+    process.
 
-    The viewers of a busy session stand at the same seq, so a notification makes all of them ask
-    for the same page: one read and one encoding serve them all. A cached page is reused only
-    while it still answers the question (it is full, or it reaches the seq the asker knows
-    exists); otherwise it is read again. Pages are immutable (events are append-only), so
-    sharing them cannot reorder or repeat anything.
+    Live viewers stand at (nearly) the same seq, but under load they drift apart by a frame or
+    two; reading "events after my seq" per viewer then costs one query per viewer per
+    notification. The tail is read by one viewer at a time (single flight), always from its own
+    end, so a notification costs one query whatever the viewers' positions; each viewer slices
+    its frame out of it. Events are immutable and the tail only grows at the end (its front is
+    trimmed to TAIL_EVENTS), so slicing cannot reorder or repeat anything. A viewer behind the
+    tail's front reads history pages from the table instead.
     """
 
-    def __init__(self, max_entries: int = 512, max_bytes: int = 32 * 1024 * 1024) -> None:
-        self.max_entries = max_entries
-        self.max_bytes = max_bytes
-        self._entries: OrderedDict[tuple[int, int], asyncio.Future[Page]] = OrderedDict()
+    def __init__(self, session_id: int, base: int) -> None:
+        self.session_id = session_id
+        self.first = base + 1  # seq of parts[0]
+        self.parts: list[str] = []
+        self.size = 0  # characters held in parts
+        self.viewers = 0
+        self.read_at = 0.0  # loop time of the last read
+        self._reading: asyncio.Future[int] | None = None
+        self._frames: OrderedDict[tuple[int, int], Frame] = OrderedDict()
 
-    async def read(self, session_id: int, after: int, known: int) -> Page:
-        key = (session_id, after)
-        stale = None
-        while True:
-            entry = self._entries.get(key)
-            fresh = entry is None or entry is stale
-            if fresh:
-                entry = asyncio.ensure_future(self._read(key))
-                self._entries[key] = entry
-                self._evict()
-            else:
-                self._entries.move_to_end(key)
-            page = await asyncio.shield(entry)
-            if fresh or page.full or (known > after and page.last >= known):
-                return page
-            stale = entry
+    @property
+    def high(self) -> int:
+        return self.first + len(self.parts) - 1
 
-    async def _read(self, key: tuple[int, int]) -> Page:
+    async def read_more(self) -> int:
+        """Append the next page of the log; returns how many events arrived (0: none yet).
+        Joins a read already in flight instead of starting a second one."""
+        if self._reading is None:
+            self._reading = asyncio.ensure_future(self._read())
+        reading = self._reading
         try:
-            return await database_sync_to_async(read_page)(*key)
-        except BaseException:
-            if self._entries.get(key) is asyncio.current_task():
-                del self._entries[key]
-            raise
+            return await asyncio.shield(reading)
+        finally:
+            if reading.done() and self._reading is reading:
+                self._reading = None
 
-    def _evict(self) -> None:
-        total = sum(f.result().size for f in self._entries.values() if _done_ok(f))
-        while len(self._entries) > self.max_entries or total > self.max_bytes:
-            key, oldest = next(iter(self._entries.items()))
-            if not oldest.done():
-                break  # everything older is in flight; it is bounded by the number of readers
-            del self._entries[key]
-            if _done_ok(oldest):
-                total -= oldest.result().size
+    async def _read(self) -> int:
+        self.read_at = asyncio.get_running_loop().time()
+        rows = await database_sync_to_async(read_events)(self.session_id, self.high)
+        for seq, part in rows:
+            if seq == self.high + 1:  # always so: the log is a gap-free prefix
+                self.parts.append(part)
+                self.size += len(part)
+        if len(self.parts) > 2 * TAIL_EVENTS or self.size > TAIL_BYTES:
+            drop = 0
+            while drop < len(self.parts) - 1 and (
+                len(self.parts) - drop > TAIL_EVENTS or self.size > TAIL_BYTES // 2
+            ):
+                self.size -= len(self.parts[drop])
+                drop += 1
+            del self.parts[:drop]
+            self.first += drop
+        return len(rows)
+
+    def frame_after(self, after: int) -> Frame | None:
+        """The frame of events after `after` (which must be at or past the tail's front)."""
+        start = after + 1 - self.first
+        if start < 0 or start >= len(self.parts):
+            return None
+        end, size = start, 0
+        while end < len(self.parts) and end - start < PAGE_SIZE and size < FRAME_BYTES:
+            size += len(self.parts[end])
+            end += 1
+        key = (after + 1, self.first + end - 1)
+        frame = self._frames.get(key)
+        if frame is None:
+            frame = _frame(self.parts[start:end], *key)
+            self._frames[key] = frame
+            if len(self._frames) > 32:
+                self._frames.popitem(last=False)
+        return frame
 
 
-def _done_ok(future: asyncio.Future) -> bool:
-    return future.done() and not future.cancelled() and future.exception() is None
-
-
-_caches: weakref.WeakKeyDictionary[asyncio.AbstractEventLoop, PageCache] = (
+_tails: weakref.WeakKeyDictionary[asyncio.AbstractEventLoop, dict[int, SessionTail]] = (
     weakref.WeakKeyDictionary()
 )
 
 
-def page_cache() -> PageCache:
-    loop = asyncio.get_running_loop()
-    cache = _caches.get(loop)
-    if cache is None:
-        cache = _caches[loop] = PageCache()
-    return cache
+def tail_attach(session_id: int, base: int) -> SessionTail:
+    """The session's tail in this process (made, starting after `base`, if it has none)."""
+    tails = _tails.setdefault(asyncio.get_running_loop(), {})
+    tail = tails.get(session_id)
+    if tail is None:
+        tail = tails[session_id] = SessionTail(session_id, base)
+    tail.viewers += 1
+    return tail
 
 
-def output_full_probe(send) -> Callable[[], bool] | None:
-    """A function telling whether this connection's outgoing buffer is full, if the server
-    exposes it; None otherwise.
+def tail_detach(tail: SessionTail) -> None:
+    tail.viewers -= 1
+    if tail.viewers <= 0:
+        tails = _tails.get(asyncio.get_running_loop(), {})
+        if tails.get(tail.session_id) is tail:
+            del tails[tail.session_id]
 
-    ASGI gives a consumer no backpressure: daphne's `send` hands the frame to Twisted, which
-    buffers without limit. Daphne's `send` is `partial(server.handle_reply, protocol)`; the
-    protocol's transport has a streaming producer registered (the HTTP channel it was upgraded
-    from), so Twisted keeps `transport.producerPaused` true while more than its bufferSize
-    (64 KiB) waits to be written. Behind Channels' session middleware the partial sits at
-    `send.__self__.real_send`. On another server the probe is None and the lag check relies on
-    `send` itself blocking (uvicorn's does).
+
+class SocketProbe:
+    """What ASGI does not tell a consumer: whether this connection's output is backed up.
+
+    ASGI has no backpressure: daphne's `send` hands the frame to Twisted, which buffers without
+    limit. Daphne's `send` is `partial(server.handle_reply, protocol)` (behind Channels' session
+    middleware, at `send.__self__.real_send`); the protocol's transport has a streaming producer
+    registered (the HTTP channel it was upgraded from), so Twisted keeps
+    `transport.producerPaused` true while more than its bufferSize (64 KiB) waits to be
+    written. `find` returns None on another server; the lag check then relies on `send`
+    itself blocking (uvicorn's does).
     """
-    for _ in range(8):
-        if isinstance(send, functools.partial):
-            for arg in send.args:
-                transport = getattr(arg, "transport", None)
-                if transport is not None and hasattr(transport, "producerPaused"):
-                    if getattr(transport, "producer", None) is None:
-                        return None
-                    return lambda: bool(transport.producerPaused)
-            send = send.func
-        elif hasattr(getattr(send, "__self__", None), "real_send"):
-            send = send.__self__.real_send
-        else:
-            return None
-    return None
+
+    def __init__(self, protocol) -> None:
+        self.protocol = protocol
+        self.transport = protocol.transport
+
+    @classmethod
+    def find(cls, send) -> SocketProbe | None:
+        for _ in range(8):
+            if isinstance(send, functools.partial):
+                for arg in send.args:
+                    transport = getattr(arg, "transport", None)
+                    if (
+                        transport is not None
+                        and hasattr(transport, "producerPaused")
+                        and getattr(transport, "producer", None) is not None
+                    ):
+                        return cls(arg)
+                send = send.func
+            elif hasattr(getattr(send, "__self__", None), "real_send"):
+                send = send.__self__.real_send
+            else:
+                return None
+        return None
+
+    def full(self) -> bool:
+        return bool(self.transport.producerPaused)
+
+    def allow_slow_close(self, seconds: float) -> None:
+        """Give the peer `seconds` (autobahn's default: 1) to answer our close frame, so a slow
+        reader gets through what is queued, our resync included, before the socket drops."""
+        if hasattr(self.protocol, "closeHandshakeTimeout"):
+            self.protocol.closeHandshakeTimeout = seconds
+
+
+def render_html_page(session_id: int, after: int) -> tuple[str, int]:
+    """The page's HTML for up to HTML_PAGE events after `after`, and the last seq in it."""
+    from sessions.rendering import live_fragment
+
+    events = list(
+        Event.objects.filter(
+            session_id=session_id, seq__gt=after, seq__lte=after + HTML_PAGE
+        ).order_by("seq")
+    )
+    if not events:
+        events = list(
+            Event.objects.filter(session_id=session_id, seq__gt=after).order_by("seq")[:HTML_PAGE]
+        )
+    return (live_fragment(events), events[-1].seq) if events else ("", after)
+
+
+def presence_html(message: dict) -> str:
+    items = format_html_join("", "<li>{}</li>", ((v["username"],) for v in message["viewers"]))
+    return format_html(
+        '<ul id="presence" class="presence" aria-live="polite" hx-swap-oob="true">{}</ul>', items
+    )
 
 
 class _Lagging(Exception):
@@ -278,6 +385,8 @@ class SessionStreamConsumer(AsyncWebsocketConsumer):
         self.viewer: presence.Viewer | None = None
         self._grouped = False
         self._tasks: list[asyncio.Task] = []
+        self._tail: SessionTail | None = None
+        self.html = False
         self._wake = asyncio.Event()
         self._notices: dict[str, dict] = {}  # latest broadcast of each type, sent by the sender
         self._presence_version = 0
@@ -291,11 +400,19 @@ class SessionStreamConsumer(AsyncWebsocketConsumer):
         after, problem = _parse_after(query)
         if after is None:
             return await self.refuse(BAD_INPUT, problem)
-        if query.get("format", ["json"])[-1] != "json":
-            return await self.refuse(
-                BAD_INPUT, "Only JSON frames are served for now; leave out `format`."
+        fmt = query.get("format", ["json"])[-1]
+        if fmt not in {"json", "html"}:
+            return await self.refuse(BAD_INPUT, "`format` must be json (the default) or html.")
+        self.html = fmt == "html"
+        try:
+            found = await database_sync_to_async(_visible_session)(user, self.session_id)
+        except DatabaseError as exc:
+            log.warning(
+                "viewer of session %s refused: database unavailable (%s)", self.session_id, exc
             )
-        found = await database_sync_to_async(_visible_session)(user, self.session_id)
+            return await self.refuse(
+                TRY_AGAIN, "The session log is unavailable right now (database); reconnect shortly."
+            )
         if found is None:
             return await self.refuse(FORBIDDEN, NO_SUCH_SESSION)
         _, last_seq = found
@@ -320,7 +437,7 @@ class SessionStreamConsumer(AsyncWebsocketConsumer):
                 TRY_AGAIN, "Live updates are unavailable right now (Redis); reconnect shortly."
             )
         await self.accept()
-        self._output_full = output_full_probe(self.base_send)
+        self._probe = SocketProbe.find(self.base_send)
         self._tasks = [
             asyncio.ensure_future(self._stream(after, last_seq, roster)),
             asyncio.ensure_future(self._heartbeat()),
@@ -348,6 +465,9 @@ class SessionStreamConsumer(AsyncWebsocketConsumer):
         for task in self._tasks:
             with contextlib.suppress(asyncio.CancelledError, Exception):  # already logged
                 await task
+        if self._tail is not None:
+            tail_detach(self._tail)
+            self._tail = None
         if not self._grouped:
             return
         try:
@@ -368,6 +488,17 @@ class SessionStreamConsumer(AsyncWebsocketConsumer):
 
     # Channel layer messages. Both only record and wake the sender, so they never block the
     # dispatch loop (which would let notifications pile up in the layer).
+
+    async def dispatch(self, message: dict) -> None:
+        # Channels runs close_old_connections() on the one database thread before every
+        # handler: for 50 viewers, 50 thread hops per notification, queued in front of the read
+        # they are waiting for. These two handlers never touch the database (every read goes
+        # through database_sync_to_async, which does that cleanup itself).
+        if message["type"] == "events.available":
+            return await self.events_available(message)
+        if message["type"] == "broadcast.message":
+            return await self.broadcast_message(message)
+        return await super().dispatch(message)
 
     async def events_available(self, message: dict) -> None:
         seq = int(message["seq"])
@@ -394,77 +525,129 @@ class SessionStreamConsumer(AsyncWebsocketConsumer):
         self.target = max(self.target, last_seq)
         self._live_from = last_seq  # once past this, the viewer is live and MAX_LAG applies
         try:
-            hello = {"type": "hello", "session": self.session_id, "after": after}
-            await self._send_json({**hello, "last_seq": last_seq})
+            if not self.html:
+                hello = {"type": "hello", "session": self.session_id, "after": after}
+                await self._send_json({**hello, "last_seq": last_seq})
             if roster.version > self._presence_version:
                 self._presence_version = roster.version
                 self._notices["presence"] = presence.presence_message(roster)
             if after > last_seq:
                 self.sent = last_seq
                 await self._send_json({"type": "resync", "after": last_seq, "reason": "ahead"})
+            polled = False
             while True:
                 self._wake.clear()
                 await self._send_notices()
-                await self._drain()
+                await self._drain(poll=polled)
                 await self._send_notices()
+                polled = False
                 if not self._wake.is_set():
-                    with contextlib.suppress(TimeoutError):
+                    try:
                         await asyncio.wait_for(self._wake.wait(), POLL_SECONDS)
+                    except TimeoutError:
+                        polled = True
         except _Lagging:
             log.info(
                 "viewer %s of session %s is lagging at seq %s (newest %s); told to resync",
                 self.viewer.username, self.session_id, self.sent, self.target,
             )  # fmt: skip
-            await self._send_json({"type": "resync", "after": self.sent, "reason": "lagging"})
-            await self.close(code=LAGGING)
+            await self._resync_lagging()
         except asyncio.CancelledError:
             raise
         except Exception:
             log.exception("stream of session %s failed", self.session_id)
             await self.close(code=1011)
 
-    async def _drain(self) -> None:
-        """Send everything after self.sent that the log holds, page by page."""
-        cache = page_cache()
+    async def _drain(self, poll: bool = False) -> None:
+        """Send everything after self.sent that the log holds: history pages from the table
+        while this viewer is behind the session's tail, then frames sliced from the tail.
+        `poll`: no notification came for POLL_SECONDS; look at the table anyway."""
+        if self.html:
+            return await self._drain_html()
+        if self._tail is None:
+            self._tail = tail_attach(self.session_id, max(self.sent, self.target))
+        tail = self._tail
+        loop = asyncio.get_running_loop()
         while True:
             await self._wait_writable()
             try:
-                page = await cache.read(self.session_id, self.sent, self.target)
+                if self.sent + 1 < tail.first:
+                    rows = await database_sync_to_async(read_events)(self.session_id, self.sent)
+                    for frame in frames_of(rows):
+                        await self._wait_writable()
+                        await self.send(text_data=frame.text)
+                        self.sent = frame.last
+                    if not rows:
+                        return
+                    continue
+                frame = tail.frame_after(self.sent)
+                if frame is None:
+                    stale = poll and loop.time() - tail.read_at >= POLL_SECONDS / 2
+                    if tail.high >= self.target and not stale:
+                        return
+                    poll = False
+                    if not await tail.read_more():
+                        return
+                    continue
             except DatabaseError as exc:  # a dropped connection: the next read reconnects
                 log.warning("reading session %s failed (%s); retrying", self.session_id, exc)
                 await asyncio.sleep(1)
                 continue
-            for frame in page.frames:
-                if frame.last <= self.sent:
-                    continue  # already sent (cannot happen with pages keyed by seq; cheap)
-                await self._wait_writable()
-                await self.send(text_data=frame.text)
-                self.sent = frame.last
-            if not page.frames or (not page.full and self.sent >= self.target):
+            await self.send(text_data=frame.text)
+            self.sent = frame.last
+
+    async def _drain_html(self) -> None:
+        while True:
+            await self._wait_writable()
+            try:
+                html, last = await database_sync_to_async(render_html_page)(
+                    self.session_id, self.sent
+                )
+            except DatabaseError as exc:
+                log.warning("reading session %s failed (%s); retrying", self.session_id, exc)
+                await asyncio.sleep(1)
+                continue
+            if last <= self.sent:
                 return
-            await self._send_notices()
+            await self.send(text_data=html)
+            self.sent = last
 
     async def _send_notices(self) -> None:
         while self._notices:
             _, notice = self._notices.popitem()
-            await self._send_json(notice)
+            if self.html and notice.get("type") == "presence":
+                await self.send(text_data=presence_html(notice))
+            else:
+                await self._send_json(notice)
 
     async def _send_json(self, message: dict) -> None:
         await self.send(text_data=json.dumps(message))
+
+    async def _resync_lagging(self) -> None:
+        """Stop sending events; let what is queued drain (for at most STALL_SECONDS), then say
+        where to resume and close with 4008. Nothing more is buffered meanwhile."""
+        if self._probe is not None:
+            loop = asyncio.get_running_loop()
+            deadline = loop.time() + STALL_SECONDS
+            while self._probe.full() and loop.time() < deadline:
+                await asyncio.sleep(0.05)
+            self._probe.allow_slow_close(STALL_SECONDS)
+        await self._send_json({"type": "resync", "after": self.sent, "reason": "lagging"})
+        await self.close(code=LAGGING)
 
     async def _wait_writable(self) -> None:
         """Return when the socket can take more; raise _Lagging when this viewer is too far
         behind. Memory per connection stays bounded: nothing is read while the socket is
         full, and a notification is only a number."""
-        if self._output_full is None:
+        if self._probe is None:
             self._check_lag()  # without a probe, a slow socket shows as `send` blocking
             return
-        if not self._output_full():
+        if not self._probe.full():
             return
         loop = asyncio.get_running_loop()
         started = loop.time()
         delay = 0.0
-        while self._output_full():
+        while self._probe.full():
             self._check_lag()
             if loop.time() - started > STALL_SECONDS:
                 raise _Lagging

@@ -109,6 +109,8 @@ def child_env(**extra: str) -> dict[str, str]:
         REDIS_URL=settings.REDIS_URL,
         INSPECT_DATA_DIR=str(settings.DATA_DIR),
         INSPECT_SANDBOX_ROOT=str(settings.SANDBOX_ROOT),
+        # The same key as this process, so session cookies made here are valid there.
+        SECRET_KEY=settings.SECRET_KEY,
     )
     env.update(extra)
     return env
