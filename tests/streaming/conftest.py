@@ -46,11 +46,11 @@ class Daphne:
 
 
 @contextlib.contextmanager
-def running_daphne(log: Path, **env: str):
+def running_daphne(log: Path, *, port: int | None = None, **env: str):
     """daphne serving inspect_web.asgi on the test database (and the test Redis unless
     REDIS_URL is given), until the block ends. It gets this process's SECRET_KEY, so the
     session cookies the tests make are valid there, and a data dir of its own."""
-    port = free_port()
+    port = port or free_port()
     env = {"SECRET_KEY": settings.SECRET_KEY, "INSPECT_DATA_DIR": str(log.parent), **env}
     with log.open("ab") as out:
         process = subprocess.Popen(
