@@ -27,7 +27,7 @@ def render_events(events: Iterable[Event]) -> str:
 
 def live_fragment(events: list[Event]) -> str:
     """What the websocket sends in HTML mode: new log items appended out of band, plus the
-    panels that the events change (state badge, diff, verification)."""
+    panels that the events change (state badge, prompts, diff, verification, …)."""
     if not events:
         return ""
     items = render_events(events)
@@ -42,15 +42,56 @@ def _mark_safe(html: str):
     return mark_safe(html)  # noqa: S308 - rendered by our own escaped templates
 
 
+# Which side panels an event of a kind can change; the page and the stream share the partials.
+PANELS_BY_KIND: dict[str, tuple[str, ...]] = {
+    "status": ("prompts", "timings", "children"),
+    "prompt": ("prompts",),
+    "diff": ("diff",),
+    "command": ("verification",),
+    "screenshot": ("shots",),
+    "approval": ("approvals",),
+    "tool_result": ("children",),
+}
+PANELS = ("prompts", "timings", "verification", "approvals", "shots", "children", "diff")
+
+
+def panel_context(session, names: Iterable[str] = PANELS) -> dict:
+    """The template context for the named side panels of `session`'s page."""
+    from approvals.models import ApprovalRequest
+
+    builders = {
+        "prompts": lambda: session.prompts.select_related("author"),
+        "timings": lambda: None,
+        "verification": lambda: latest_verification(session),
+        "approvals": lambda: ApprovalRequest.objects.filter(
+            session=session, state=ApprovalRequest.State.PENDING
+        ),
+        "shots": lambda: screenshots(session),
+        "children": lambda: session.children.order_by("pk"),
+        "diff": lambda: latest_diff(session),
+    }
+    return {name: builders[name]() for name in names}
+
+
 def _panel_updates(events: list[Event]) -> list[str]:
+    from sessions.models import Session
+
     updates = []
+    names: list[str] = []
     for event in events:
         if event.kind == "status" and "to" in event.payload:
-            updates.append(
+            updates = [
                 render_to_string(
                     "sessions/_state_badge.html", {"state": event.payload["to"], "oob": True}
                 )
-            )
+            ]  # only the newest state matters
+        for name in PANELS_BY_KIND.get(event.kind, ()):
+            if name not in names:
+                names.append(name)
+    if names:
+        session = Session.objects.select_related("snapshot").get(pk=events[0].session_id)
+        context = {"session": session, "oob": True, **panel_context(session, names)}
+        updates += [render_to_string(f"sessions/panels/{name}.html", context) for name in names]
     return updates
 
 

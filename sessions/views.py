@@ -9,7 +9,6 @@ from django.shortcuts import redirect, render
 from django.utils.safestring import mark_safe
 from django.views.decorators.http import require_POST
 
-from approvals.models import ApprovalRequest
 from inspect_web import access, roles
 from sessions import rendering, services
 from sessions.agents import RUNTIME_NAMES
@@ -114,16 +113,10 @@ def session_detail(request: HttpRequest, pk: int) -> HttpResponse:
     first_seq = events[0].seq if events else 0
     context = {
         "session": session,
-        "prompts": session.prompts.select_related("author"),
         "events_html": mark_safe(rendering.render_events(events)),  # noqa: S308 - escaped templates
         "first_seq": first_seq,
         "has_older": first_seq > 1,
-        "diff": rendering.latest_diff(session),
-        "verification": rendering.latest_verification(session),
-        "shots": rendering.screenshots(session),
-        "approvals": ApprovalRequest.objects.filter(
-            session=session, state=ApprovalRequest.State.PENDING
-        ),
+        **rendering.panel_context(session),
         "agents": RUNTIME_NAMES,
     }
     return render(request, "sessions/detail.html", context)
