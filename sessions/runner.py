@@ -87,6 +87,47 @@ def _claim_next_prompt(session: Session) -> Prompt | None:
     return None
 
 
+class DriftSync:
+    """The drift sync of a freshly restored sandbox, run inline or alongside the agent; `done`
+    is set when it ends (either way), so waiting writes never hang on a failed sync. The thread
+    only touches the sandbox and the mirror; the runner records the result on its own thread."""
+
+    def __init__(self, restored: Restored, repository) -> None:
+        self.restored, self.repository = restored, repository
+        self.recorded = False
+        self.done = threading.Event()
+        self.error: BaseException | None = None
+        self.elapsed_ms = 0.0
+        self._thread: threading.Thread | None = None
+
+    def run(self) -> None:
+        started = time.perf_counter()
+        try:
+            sync_drift(self.restored, self.repository, fetch=True)
+        except Exception as exc:
+            self.error = exc
+        finally:
+            self.elapsed_ms = round((time.perf_counter() - started) * 1000, 2)
+            self.done.set()
+
+    def start(self) -> DriftSync:
+        def work() -> None:
+            from django.db import connection
+
+            try:
+                self.run()
+            finally:
+                connection.close()
+
+        self._thread = threading.Thread(target=work, daemon=True, name="drift-sync")
+        self._thread.start()
+        return self
+
+    def join(self) -> None:
+        if self._thread is not None:
+            self._thread.join()
+
+
 def _author(user) -> Author:
     name = user.get_full_name() or user.get_username()
     email = user.email or f"{user.get_username()}@users.inspect-web.invalid"
@@ -105,6 +146,8 @@ class TurnRunner:
         self.prompt = prompt
         self.lease = lease
         self.timings: dict[str, float] = {}
+        self.sync_alongside = False
+        self.drift_sync: DriftSync | None = None
         self.started = time.monotonic()
 
     # -- state changes, fenced ------------------------------------------------------------
@@ -145,9 +188,19 @@ class TurnRunner:
                 self._finish_prompt(Prompt.State.CANCELLED)
                 self._to(State.IDLE, reason="stopped before the turn started")
                 return "stopped"
+            session = self.session
+            runtime = get_runtime(session.agent, command=session.agent_command, model=session.model)
+            # A runtime that holds its writes until the sync is done starts while it runs.
+            self.sync_alongside = runtime.honours_sync
             sandbox = self._ensure_sandbox(discard_live=resumed)
             self._to(State.RUNNING)
-            stopped = self._run_agent(sandbox)
+            try:
+                stopped = self._run_agent(sandbox, runtime)
+            finally:
+                if self.drift_sync is not None:
+                    self.drift_sync.join()
+            if self.drift_sync is not None:
+                self._finish_sync(self.drift_sync)
             if not stopped:
                 self._to(State.VERIFYING)
             self._capture_diff(sandbox)
@@ -236,26 +289,44 @@ class TurnRunner:
             self.timings["restore_ms"] = restored.timings["restore_ms"]
         self.timings["snapshot_age_s"] = round(snapshot.age.total_seconds(), 1)
         self._to(State.SYNCING)
-        started = time.perf_counter()
+        sync = DriftSync(restored, session.repository)
+        if self.sync_alongside:
+            self.drift_sync = sync.start()
+            return restored
+        sync.run()
         try:
-            sync_drift(restored, session.repository, fetch=True)
+            self._finish_sync(sync)
         except BaseException:
             restored.sandbox.terminate()
             raise
-        self.timings["sync_ms"] = round((time.perf_counter() - started) * 1000, 2)
-        self._save(
-            drift={
-                "commits": restored.drift_commits,
-                "files": len(restored.drift_files),
-                "stale": restored.stale,
-            }
-        )
         return restored
 
-    def _run_agent(self, sandbox: Sandbox) -> str:
+    def _finish_sync(self, sync: DriftSync, writer: EventWriter | None = None) -> None:
+        """Record a finished sync once: called by the agent loop as soon as it sees the sync
+        done (so the log shows it before the writes that waited for it), else after the turn."""
+        if sync.error is not None:
+            raise sync.error
+        if sync.recorded:
+            return
+        sync.recorded = True
+        restored = sync.restored
+        self.timings["sync_ms"] = sync.elapsed_ms
+        drift = {
+            "commits": restored.drift_commits,
+            "files": len(restored.drift_files),
+            "stale": restored.stale,
+        }
+        self._save(drift=drift)
+        payload = {"synced": True, "sync_ms": sync.elapsed_ms, "drift": drift}
+        payload["turn"] = self.prompt.order
+        if writer is not None:
+            writer.add("status", payload)
+        else:
+            append_event(self.session.pk, "status", payload)
+
+    def _run_agent(self, sandbox: Sandbox, runtime) -> str:
         """Run the agent; returns who stopped it ('' if it ran to the end)."""
         session, prompt = self.session, self.prompt
-        runtime = get_runtime(session.agent, command=session.agent_command, model=session.model)
         children = None
         if session.agent == "builtin":
             children = SessionChildren(
@@ -271,6 +342,7 @@ class TurnRunner:
             instructions=_instructions(sandbox),
             limits=turn_limits(),
             children=children,
+            sync_done=self.drift_sync.done if self.drift_sync is not None else None,
         )
         stopped_by: list[str] = []
         finished = threading.Event()
@@ -281,8 +353,9 @@ class TurnRunner:
             try:
                 while not finished.wait(STOP_POLL_SECONDS):
                     who = services.stop_requested(session.pk)
-                    if who or self.lease.lost.is_set():
-                        stopped_by.append(who or "lost lease")
+                    sync_failed = self.drift_sync is not None and self.drift_sync.error
+                    if who or self.lease.lost.is_set() or sync_failed:
+                        stopped_by.append(who or ("lost lease" if not sync_failed else "sync"))
                         runtime.stop()
                         return
             finally:
@@ -298,6 +371,9 @@ class TurnRunner:
                         self.timings["first_event_ms"] = round(
                             (time.monotonic() - self.started) * 1000, 2
                         )
+                    sync = self.drift_sync
+                    if sync is not None and sync.done.is_set() and not sync.error:
+                        self._finish_sync(sync, writer)
                     if event.kind == "done":
                         continue
                     writer.add(EVENT_KIND[event.kind], {**event.data, "turn": prompt.order})

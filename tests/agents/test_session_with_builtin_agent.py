@@ -124,3 +124,46 @@ def test_choosing_a_cli_agent_that_the_sandbox_lacks_fails_the_turn_saying_what_
     code, summary, _ = create_session("--prompt", "x", "--agent", "claude-code", "--inline")
     assert code == 1 and summary["state"] == "failed"
     assert 'add "npm install -g @anthropic-ai/claude-code" to `setup`' in summary["error"]
+
+
+def test_the_builtin_agent_starts_during_the_drift_sync_and_edits_the_synced_workspace(
+    ready_repo, create_session, llm
+):
+    # Upstream moved on after the snapshot: the sandbox is restored behind and synced while the
+    # agent already runs; its edit needs the new text, so it only works on the synced workspace.
+    ready_repo.upstream.commit({"README.md": "# widgets\n\nNew upstream line.\n"}, "upstream")
+    llm.push(
+        chat_tool_calls(("list_files", {})),
+        chat_tool_calls(
+            (
+                "edit_file",
+                {
+                    "path": "README.md",
+                    "old_string": "New upstream line.",
+                    "new_string": "Edited after sync.",
+                },
+            )
+        ),
+        chat_tool_calls(("finish", {"summary": "Edited."})),
+    )
+    code, summary, err = create_session("--prompt", "edit the readme", "--inline")
+    assert code == 0, err
+    assert summary["state"] == "idle"
+    events = list(Event.objects.filter(session_id=summary["id"]).order_by("seq"))
+    statuses = [e.payload for e in events if e.kind == "status"]
+    moves = [p["to"] for p in statuses if "to" in p]
+    assert moves[:3] == ["provisioning", "syncing", "running"]
+    synced = next(e for e in events if e.kind == "status" and e.payload.get("synced"))
+    assert synced.payload["drift"]["commits"] == 1
+    edit = next(
+        e.payload for e in events if e.kind == "tool_result" and e.payload["name"] == "edit_file"
+    )
+    assert edit["ok"], edit
+    # Whatever the timing, the edit is logged after the sync that it needed.
+    edit_event = next(
+        e for e in events if e.kind == "tool_result" and e.payload["name"] == "edit_file"
+    )
+    assert edit_event.seq > synced.seq
+    diff = next(e.payload for e in events if e.kind == "diff")
+    assert "+Edited after sync." in diff["patch"]
+    assert Session.objects.get(pk=summary["id"]).timings["sync_ms"] > 0
