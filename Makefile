@@ -5,7 +5,7 @@ BIN := $(VENV)/bin
 UV_VERSION := 0.13.9
 export INSPECT_DATA_DIR ?= $(CURDIR)/var
 
-.PHONY: run test lint format system-packages clean bench-sandbox bench-stream
+.PHONY: run test lint format system-packages clean bench-sandbox bench-stream bench-page
 
 $(BIN)/python:
 	$(PYTHON) -m venv $(VENV)
@@ -49,3 +49,6 @@ bench-sandbox: $(VENV)/.installed system-packages
 
 bench-stream: $(VENV)/.installed
 	$(BIN)/python bench/stream.py
+
+bench-page: $(VENV)/.installed
+	$(BIN)/python bench/page.py

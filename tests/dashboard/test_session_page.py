@@ -101,3 +101,31 @@ def test_a_non_member_cannot_post_to_a_session(client, team, session):
     )
     assert client.post(reverse("sessions:stop", args=[session.pk])).status_code == 404
     assert session.prompts.count() == 0
+
+
+KINDS = [
+    "status", "prompt", "agent_message", "reasoning", "output", "tool_call", "tool_result",
+    "file_edit", "command", "diff", "screenshot", "usage", "error", "approval",
+]  # fmt: skip
+
+
+@pytest.mark.parametrize("payload", [{}, {"text": "<img src=x onerror=alert(1)>", "ok": False}])
+def test_every_event_kind_renders_with_missing_or_hostile_fields(client, team, session, payload):
+    append_events(session.pk, [(kind, payload) for kind in KINDS])
+    client.force_login(team.engineer)
+    response = client.get(session.get_absolute_url())
+    assert response.status_code == 200
+    page = response.content.decode()
+    assert page.count('class="event kind-') == len(KINDS)
+    assert "<img src=x" not in page
+
+
+def test_child_sessions_are_listed_on_the_parents_page(client, team, session):
+    child = Session.objects.create(
+        repository=team.repository, creator=team.engineer, title="Split: API", branch="main",
+        parent=session, state="running",
+    )  # fmt: skip
+    client.force_login(team.reviewer)
+    page = client.get(session.get_absolute_url()).content.decode()
+    assert f'href="{child.get_absolute_url()}"' in page and "Split: API" in page
+    assert 'class="badge state-running"' in page
