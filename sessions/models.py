@@ -3,6 +3,7 @@ from __future__ import annotations
 from django.conf import settings
 from django.db import models
 from django.urls import reverse
+from django.utils import timezone
 
 from snapshots.models import Repository
 
@@ -67,7 +68,14 @@ class Session(models.Model):
     drift = models.JSONField(default=dict, blank=True)
     diff_stats = models.JSONField(default=dict, blank=True)
     error = models.TextField(blank=True)
-    created_at = models.DateTimeField(auto_now_add=True)
+    # Totals kept per turn so the metrics aggregate columns, not the event log.
+    cost_usd = models.FloatField(default=0)
+    sandbox_seconds = models.FloatField(default=0)
+    retries = models.PositiveIntegerField(default=0)
+    verify_ok = models.BooleanField(null=True, blank=True, help_text="The newest turn's verify.")
+    start_ms = models.FloatField(null=True, blank=True, help_text="Queued to first agent event.")
+    snapshot_age_s = models.FloatField(null=True, blank=True)
+    created_at = models.DateTimeField(default=timezone.now, db_index=True)
     updated_at = models.DateTimeField(auto_now=True)
 
     class Meta:
@@ -101,7 +109,7 @@ class Prompt(models.Model):
     state = models.CharField(max_length=20, choices=State.choices, default=State.QUEUED)
     commit = models.CharField(max_length=64, blank=True, help_text="The turn's commit, if any.")
     attempts = models.PositiveSmallIntegerField(default=0)
-    created_at = models.DateTimeField(auto_now_add=True)
+    created_at = models.DateTimeField(default=timezone.now, db_index=True)
     started_at = models.DateTimeField(null=True, blank=True)
     finished_at = models.DateTimeField(null=True, blank=True)
 
@@ -132,3 +140,117 @@ class Event(models.Model):
 
     def __str__(self) -> str:
         return f"{self.session_id}:{self.seq} {self.kind}"
+
+
+class PullRequest(models.Model):
+    """A session's result on its code host: one per session, whatever retries happen."""
+
+    class State(models.TextChoices):
+        OPEN = "open"
+        MERGED = "merged"
+        CLOSED = "closed"
+
+    class Host(models.TextChoices):
+        LOCAL = "local"
+        GITHUB = "github"
+
+    repository_path = "repository"
+
+    session = models.OneToOneField(Session, on_delete=models.CASCADE, related_name="pull_request")
+    repository = models.ForeignKey(
+        Repository, on_delete=models.CASCADE, related_name="pull_requests"
+    )
+    host = models.CharField(max_length=20, choices=Host.choices, default=Host.LOCAL)
+    number = models.PositiveIntegerField(null=True, blank=True)
+    url = models.CharField(max_length=500, blank=True)
+    branch = models.CharField(max_length=250)
+    base = models.CharField(max_length=200)
+    title = models.CharField(max_length=300)
+    body = models.TextField(blank=True)
+    state = models.CharField(max_length=20, choices=State.choices, default=State.OPEN)
+    author = models.ForeignKey(
+        settings.AUTH_USER_MODEL, null=True, blank=True, on_delete=models.SET_NULL,
+        related_name="pull_requests",
+    )  # fmt: skip
+    opened_as_app = models.BooleanField(
+        default=False, help_text="Opened as the GitHub App: the author had no GitHub token."
+    )
+    head_sha = models.CharField(max_length=64, blank=True)
+    additions = models.PositiveIntegerField(default=0)
+    deletions = models.PositiveIntegerField(default=0)
+    changed_files = models.PositiveIntegerField(default=0)
+    merged_by = models.ForeignKey(
+        settings.AUTH_USER_MODEL, null=True, blank=True, on_delete=models.SET_NULL,
+        related_name="+",
+    )  # fmt: skip
+    merge_sha = models.CharField(max_length=64, blank=True)
+    review_rounds = models.PositiveSmallIntegerField(default=0)
+    created_at = models.DateTimeField(default=timezone.now)
+    updated_at = models.DateTimeField(auto_now=True)
+    first_review_at = models.DateTimeField(null=True, blank=True)
+    merged_at = models.DateTimeField(null=True, blank=True)
+    closed_at = models.DateTimeField(null=True, blank=True)
+    reverted_at = models.DateTimeField(
+        null=True, blank=True, help_text="Merged, then reverted on the base: an escaped defect."
+    )
+    revert_sha = models.CharField(max_length=64, blank=True)
+
+    class Meta:
+        ordering = ["-created_at"]
+        indexes = [
+            models.Index(fields=["repository", "created_at"], name="pr_repo_created_idx"),
+            models.Index(fields=["created_at"], name="pr_created_idx"),
+            models.Index(fields=["repository", "merged_at"], name="pr_repo_merged_idx"),
+        ]
+        constraints = [
+            models.UniqueConstraint(
+                fields=["repository", "host", "number"], name="pr_number_per_repository",
+                condition=models.Q(number__isnull=False),
+            )
+        ]  # fmt: skip
+
+    def __str__(self) -> str:
+        return f"PR {self.number or self.pk} ({self.state}) of session {self.session_id}"
+
+
+class ReviewEvent(models.Model):
+    """A review of a PR, from the code host or from time spent on the dashboard's review page."""
+
+    class Kind(models.TextChoices):
+        APPROVED = "approved"
+        CHANGES_REQUESTED = "changes_requested"
+        COMMENTED = "commented"
+        VIEWED = "viewed", "time on the review page"
+
+    repository_path = "pull_request__repository"
+
+    pull_request = models.ForeignKey(PullRequest, on_delete=models.CASCADE, related_name="reviews")
+    reviewer = models.ForeignKey(
+        settings.AUTH_USER_MODEL, null=True, blank=True, on_delete=models.SET_NULL,
+        related_name="+",
+    )  # fmt: skip
+    reviewer_login = models.CharField(max_length=100, blank=True)
+    kind = models.CharField(max_length=20, choices=Kind.choices)
+    seconds = models.PositiveIntegerField(default=0, help_text="Review effort this represents.")
+    external_id = models.CharField(max_length=60, null=True, blank=True, unique=True)
+    created_at = models.DateTimeField(default=timezone.now)
+
+    class Meta:
+        ordering = ["created_at"]
+        indexes = [models.Index(fields=["created_at"], name="review_created_idx")]
+
+    def __str__(self) -> str:
+        return f"{self.kind} on {self.pull_request_id} by {self.reviewer_login}"
+
+
+class WebhookDelivery(models.Model):
+    """Each X-GitHub-Delivery once: redeliveries are answered but not applied again."""
+
+    delivery_id = models.CharField(max_length=100, unique=True)
+    event = models.CharField(max_length=60)
+    action = models.CharField(max_length=60, blank=True)
+    outcome = models.CharField(max_length=300, blank=True)
+    received_at = models.DateTimeField(auto_now_add=True)
+
+    def __str__(self) -> str:
+        return f"{self.event} {self.delivery_id}"

@@ -147,6 +147,8 @@ class TurnRunner:
         self.lease = lease
         self.timings: dict[str, float] = {}
         self.sync_alongside = False
+        self.verify_ok: bool | None = None
+        self.turn_cost_usd = 0.0
         self.drift_sync: DriftSync | None = None
         self.started = time.monotonic()
 
@@ -208,7 +210,11 @@ class TurnRunner:
                 self._verify(sandbox)
             self._snapshot(sandbox)
             self.timings["turn_ms"] = round((time.monotonic() - self.started) * 1000, 2)
-            self._save(timings={**self.session.timings, **self.timings}, error="")
+            self._save(
+                timings={**self.session.timings, **self.timings},
+                error="",
+                **self._totals(resumed),
+            )
             append_event(self.session.pk, "status", {"turn": prompt.order, "timings": self.timings})
             self._finish_prompt(Prompt.State.DONE)
             services.clear_stop(self.session.pk)
@@ -221,6 +227,21 @@ class TurnRunner:
         except Exception as exc:
             log.exception("turn %s of session %s crashed", prompt.order, self.session.pk)
             return self._fail(f"internal error: {exc.__class__.__name__}: {exc}")
+
+    def _totals(self, resumed: bool) -> dict:
+        """The session's running totals after this turn (what the metrics aggregate)."""
+        session = self.session
+        totals = {
+            "cost_usd": session.cost_usd + self.turn_cost_usd,
+            "sandbox_seconds": session.sandbox_seconds + self.timings["turn_ms"] / 1000,
+            "retries": session.retries + (1 if resumed else 0),
+            "verify_ok": self.verify_ok,
+        }
+        if session.start_ms is None and "first_event_ms" in self.timings:
+            totals["start_ms"] = self.timings["queue_ms"] + self.timings["first_event_ms"]
+        if session.snapshot_age_s is None and "snapshot_age_s" in self.timings:
+            totals["snapshot_age_s"] = self.timings["snapshot_age_s"]
+        return totals
 
     def _fail(self, message: str) -> str:
         append_event(self.session.pk, "error", {"message": message, "turn": self.prompt.order})
@@ -374,6 +395,8 @@ class TurnRunner:
                     sync = self.drift_sync
                     if sync is not None and sync.done.is_set() and not sync.error:
                         self._finish_sync(sync, writer)
+                    if event.kind == "usage":
+                        self.turn_cost_usd = event.data.get("turn_cost_usd") or 0.0
                     if event.kind == "done":
                         continue
                     writer.add(EVENT_KIND[event.kind], {**event.data, "turn": prompt.order})
@@ -426,6 +449,7 @@ class TurnRunner:
         recipe = recipe_of(self.session.snapshot) if self.session.snapshot else None
         for command in recipe.verify if recipe else ():
             result = sandbox.run(command, cwd="/workspace", timeout=900)
+            self.verify_ok = result.ok if self.verify_ok is None else self.verify_ok and result.ok
             text = "".join(f"{line.text}\n" for line in result.output)
             append_event(
                 self.session.pk,

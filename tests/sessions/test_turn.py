@@ -38,6 +38,14 @@ def test_a_turn_runs_the_agent_captures_the_diff_verifies_and_goes_idle(ready_re
     ]
     assert verify[1]["output_head"] == "checked\n"
     assert kinds(summary["id"])[0] == "prompt"
+    # The totals the metrics read, kept on the session.
+    from sessions.models import Session
+
+    session = Session.objects.get(pk=summary["id"])
+    assert session.verify_ok is True and session.retries == 0 and session.cost_usd == 0
+    assert session.sandbox_seconds == pytest.approx(summary["timings"]["turn_ms"] / 1000)
+    assert session.start_ms >= summary["timings"]["first_event_ms"]
+    assert session.snapshot_age_s is not None
 
 
 def test_the_setup_output_is_not_part_of_the_diff(ready_repo, create_session):
