@@ -84,7 +84,11 @@ class Session(models.Model):
             ("prompt_session", "Can queue prompts in a session"),
             ("stop_session", "Can stop a running turn"),
         ]
-        indexes = [models.Index(fields=["repository", "state"])]
+        indexes = [
+            models.Index(fields=["repository", "state"]),
+            # The Metrics page reads a range of one or more repositories' sessions.
+            models.Index(fields=["repository", "created_at"], name="session_repo_created_idx"),
+        ]
 
     def __str__(self) -> str:
         return f"#{self.pk} {self.title}"
@@ -254,3 +258,19 @@ class WebhookDelivery(models.Model):
 
     def __str__(self) -> str:
         return f"{self.event} {self.delivery_id}"
+
+
+class GitHubLink(models.Model):
+    """A repository hosted on GitHub: which repository there and the App installation for it.
+    Without one, a repository is a local one (branches pushed to its path, reviewed here)."""
+
+    repository_path = "repository"
+
+    repository = models.OneToOneField(Repository, on_delete=models.CASCADE, related_name="github")
+    full_name = models.CharField(max_length=200, help_text="owner/name on GitHub.")
+    installation_id = models.PositiveBigIntegerField(
+        null=True, blank=True, help_text="Looked up from the App when empty."
+    )
+
+    def __str__(self) -> str:
+        return self.full_name
