@@ -11,7 +11,15 @@ class ApprovalRequestAdmin(admin.ModelAdmin):
 
 @admin.register(AuditEntry)
 class AuditEntryAdmin(admin.ModelAdmin):
-    list_display = ["created_at", "actor_kind", "actor", "action", "object_type", "object_id"]
+    list_display = [
+        "seq",
+        "created_at",
+        "actor_kind",
+        "actor_name",
+        "action",
+        "object_type",
+        "object_id",
+    ]
     list_filter = ["actor_kind", "action"]
 
     def has_change_permission(self, request, obj=None) -> bool:

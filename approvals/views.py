@@ -1,17 +1,138 @@
-from django.contrib.auth.decorators import login_required
-from django.http import HttpRequest, HttpResponse
-from django.shortcuts import render
+"""Reviewer inbox, one request's page, the decision POST, and the audit log pages. Thin: the
+rules live in approvals.gate and approvals.audit."""
 
+from __future__ import annotations
+
+from django.contrib import messages
+from django.contrib.auth.decorators import login_required
+from django.core.exceptions import PermissionDenied
+from django.http import Http404, HttpRequest, HttpResponse
+from django.shortcuts import redirect, render
+from django.views.decorators.http import require_POST
+
+from approvals import audit, gate
 from approvals.models import ApprovalRequest
-from inspect_web import access
+from inspect_web import access, roles
+
+AUDIT_PAGE = 200
+
+
+def _pending_for(user):
+    return access.visible_to(
+        user,
+        ApprovalRequest.objects.filter(state=ApprovalRequest.State.PENDING).select_related(
+            "session", "repository", "requested_by", "prompt_author"
+        ),
+    )
+
+
+def _rows(user, approvals) -> list[dict]:
+    deciding = set(
+        access.repositories_for(user, permission=roles.DECIDE_APPROVAL).values_list("pk", flat=True)
+    )
+    return [
+        {
+            "approval": a,
+            "summary": gate.summary(a),
+            "can_decide": a.repository_id in deciding
+            and user.pk not in (a.requested_by_id, a.prompt_author_id),
+        }
+        for a in approvals
+    ]
 
 
 @login_required
 def inbox(request: HttpRequest) -> HttpResponse:
-    pending = access.visible_to(
+    rows = _rows(request.user, _pending_for(request.user)[:200])
+    # htmx polls the list so every reviewer sees requests arrive and leave.
+    template = "approvals/_pending.html" if request.htmx else "approvals/inbox.html"
+    return render(request, template, {"rows": rows})
+
+
+@login_required
+def approval_detail(request: HttpRequest, pk: int) -> HttpResponse:
+    from sessions import rendering
+
+    approval = access.get_visible_or_404(
         request.user,
-        ApprovalRequest.objects.filter(state=ApprovalRequest.State.PENDING).select_related(
-            "session", "session__repository", "requested_by"
+        ApprovalRequest.objects.select_related(
+            "session", "repository", "requested_by", "prompt_author", "decided_by"
         ),
+        pk=pk,
     )
-    return render(request, "approvals/inbox.html", {"pending": pending[:200]})
+    session = approval.session
+    context = {
+        "row": _rows(request.user, [approval])[0],
+        "approval": approval,
+        "verification": rendering.latest_verification(session) if session else [],
+        "diff": rendering.latest_diff(session) if session else [],
+        "entries": audit.entries_visible_to(request.user).filter(
+            object_type="approval", object_id=str(approval.pk)
+        ),
+    }
+    return render(request, "approvals/detail.html", context)
+
+
+@login_required
+@require_POST
+def approval_decide(request: HttpRequest, pk: int) -> HttpResponse:
+    approval = access.get_visible_or_404(
+        request.user, ApprovalRequest.objects.select_related("session", "repository"), pk=pk
+    )
+    decision = request.POST.get("decision")
+    if decision not in ("approve", "reject"):
+        messages.error(request, "Choose approve or reject.")
+        return redirect("approvals:detail", pk=pk)
+    try:
+        gate.approval_decide(
+            approval=approval,
+            user=request.user,
+            approve=decision == "approve",
+            reason=request.POST.get("reason", "").strip()[:2000],
+        )
+    except PermissionDenied as exc:
+        messages.error(request, str(exc))
+        return redirect("approvals:detail", pk=pk)
+    except gate.ApprovalError as exc:
+        messages.error(request, str(exc))
+        return redirect("approvals:detail", pk=pk)
+    messages.success(request, f"{gate.summary(approval)}: {decision}d.")
+    return redirect("approvals:inbox")
+
+
+AUDIT_FILTERS = ("session", "user", "repository", "action")
+
+
+@login_required
+def audit_log(request: HttpRequest) -> HttpResponse:
+    entries = audit.entries_visible_to(request.user).order_by("-seq")
+    filters = {name: request.GET.get(name, "").strip() for name in AUDIT_FILTERS}
+    if filters["session"]:
+        if not filters["session"].isdigit():
+            raise Http404("No session matches this address.")
+        entries = entries.filter(session_id=int(filters["session"]))
+    if filters["user"]:
+        entries = entries.filter(actor_name=filters["user"])
+    if filters["repository"]:
+        entries = entries.filter(repository_name=filters["repository"])
+    if filters["action"]:
+        entries = entries.filter(action=filters["action"])
+    context = {
+        "entries": entries[:AUDIT_PAGE],
+        "filters": filters,
+        "repositories": access.repositories_for(request.user),
+        "actions": sorted(
+            set(audit.entries_visible_to(request.user).values_list("action", flat=True)[:5000])
+        ),
+    }
+    return render(request, "approvals/audit.html", context)
+
+
+@login_required
+def audit_entry(request: HttpRequest, pk: int) -> HttpResponse:
+    entry = audit.entries_visible_to(request.user).filter(pk=pk).first()
+    if entry is None:
+        raise Http404("No audit entry matches this address.")
+    return render(
+        request, "approvals/audit_entry.html", {"entry": entry, "json": audit.as_json(entry)}
+    )

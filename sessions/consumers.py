@@ -446,11 +446,14 @@ class SessionStreamConsumer(AsyncWebsocketConsumer):
     async def authenticate(self):
         """The viewer's user: the browser session's (Channels' AuthMiddlewareStack).
 
-        HOOK(api-tokens): API-token authentication (CLI, REST clients) goes here, in the later
-        issue that adds tokens: read `Authorization: Bearer …` from self.scope["headers"] and
-        return the token's user when the session cookie gave none.
+        Without one, an API token (CLI, REST clients): `Authorization: Bearer …` or `?token=`.
         """
-        return self.scope.get("user") or AnonymousUser()
+        user = self.scope.get("user") or AnonymousUser()
+        if user.is_authenticated:
+            return user
+        from api.stream import scope_token_user
+
+        return await database_sync_to_async(scope_token_user)(self.scope) or AnonymousUser()
 
     async def refuse(self, code: int, message: str) -> None:
         """Accept, say why in one JSON frame, close with `code` (a browser cannot read the

@@ -106,7 +106,12 @@ def append_events(session_id: int, events: Iterable[NewEvent | tuple[str, dict]]
     for event in batch:
         if event.kind not in KINDS:
             raise ValueError(f"unknown event kind {event.kind!r}")
-    payloads = [_cap(session_id, e.kind, e.payload) for e in batch]
+    # Repository secrets never reach a stored event or artifact (approvals.secrets).
+    from approvals.secrets import redact_event_payload
+
+    payloads = [
+        _cap(session_id, e.kind, redact_event_payload(session_id, e.payload)) for e in batch
+    ]
     seen: dict[str, int] = {}  # the last_seq the latest attempt built on
     for attempt in range(RETRIES + 1):
         try:
@@ -123,7 +128,31 @@ def append_events(session_id: int, events: Iterable[NewEvent | tuple[str, dict]]
             connection.close()  # the next query opens a fresh connection
             time.sleep(0.05 * (attempt + 1))
     transaction.on_commit(lambda: notify(session_id, high))
+    _audit_actions(session_id, batch, payloads, high)
     return high
+
+
+AUDITED_KINDS = frozenset({"tool_call", "command"})
+
+
+def _audit_actions(session_id: int, batch: list[NewEvent], payloads: list[dict], high: int) -> None:
+    """Every agent tool call and sandbox command goes to the audit log too (invariant 5),
+    after the events commit, in the audit log's own short transaction."""
+    first = high - len(batch) + 1
+    audited = [
+        (first + i, e.kind, p)
+        for i, (e, p) in enumerate(zip(batch, payloads, strict=True))
+        if e.kind in AUDITED_KINDS
+    ]
+    if not audited:
+        return
+
+    def record() -> None:
+        from approvals.audit import record_session_actions
+
+        record_session_actions(session_id, audited)
+
+    transaction.on_commit(record)
 
 
 def _insert(

@@ -15,6 +15,7 @@ from django.conf import settings
 from django.db import transaction
 from django.utils import timezone
 
+from approvals.agent import SessionApprovals, agent_env
 from sessions import services, states
 from sessions.agents import AgentError, get_runtime, turn_limits
 from sessions.agents.base import EVENT_KIND, Author, Turn
@@ -364,6 +365,8 @@ class TurnRunner:
             limits=turn_limits(),
             children=children,
             sync_done=self.drift_sync.done if self.drift_sync is not None else None,
+            env=agent_env(session),
+            approvals=SessionApprovals(session, prompt),
         )
         stopped_by: list[str] = []
         finished = threading.Event()

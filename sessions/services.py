@@ -5,6 +5,7 @@ from __future__ import annotations
 
 from django.conf import settings
 from django.db import transaction
+from django.dispatch import Signal
 from django.utils import timezone
 
 from inspect_web import access, roles
@@ -18,6 +19,9 @@ from snapshots.models import Repository
 MAX_PROMPT_BYTES = 100_000
 STOP_KEY = "inspect:stop:{}"
 NO_MORE_PROMPTS = {State.MERGED, State.CLOSED, State.CANCELLED}
+# Sent by session_transition (session=, previous=, state=) inside the caller's transaction;
+# receivers (automations, Slack) defer their work with transaction.on_commit.
+session_state_changed = Signal()
 
 
 class SessionError(Exception):
@@ -55,6 +59,7 @@ def session_transition(
     if reason:
         payload["reason"] = reason
     append_event(session.pk, "status", payload)
+    session_state_changed.send_robust(Session, session=session, previous=current, state=target)
 
 
 def _enqueue(session_id: int) -> None:

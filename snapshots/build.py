@@ -21,6 +21,7 @@ from django.db import transaction
 from django.utils import timezone
 
 from inspect_web.redis_client import get_redis
+from sessions.agents.redaction import redact
 from snapshots import mirror
 from snapshots.backends import sandbox_backend
 from snapshots.models import Repository, Snapshot
@@ -49,8 +50,10 @@ class BuildLog:
         self.size = 0
         self.dropped = 0
         self.echo = echo
+        self.secrets: list[str] = []
 
     def write(self, line: str) -> None:
+        line = redact(line, self.secrets)  # setup sees repository secrets; the log never does
         if self.echo:
             self.echo(line)
         if self.size < LOG_HEAD:
@@ -130,6 +133,8 @@ def _build(repository: Repository, branch: str, build_log: BuildLog) -> Snapshot
             snapshot.size_bytes, snapshot.file_count = _measure(workspace)
         else:
             refs_to_drop.append(base_ref)
+            env = _secret_env(repository)
+            build_log.secrets = list(env.values())
             sandbox = backend.create(
                 snapshot=base_ref,
                 network=recipe.egress,
@@ -139,7 +144,8 @@ def _build(repository: Repository, branch: str, build_log: BuildLog) -> Snapshot
             try:
                 for command in recipe.setup:
                     build_log.write(f"$ {command}")
-                    handle = sandbox.exec(command, cwd="/workspace")
+                    # Secrets go to this exec only, never the sandbox's env or its files.
+                    handle = sandbox.exec(command, cwd="/workspace", env=env)
                     for line in handle:
                         build_log.write(line.text)
                     result = handle.wait()
@@ -186,6 +192,15 @@ def _build(repository: Repository, branch: str, build_log: BuildLog) -> Snapshot
                 log.warning("could not delete intermediate snapshot %s: %s", ref, exc)
         shutil.rmtree(workdir, ignore_errors=True)
     return snapshot
+
+
+def _secret_env(repository: Repository) -> dict[str, str]:
+    from approvals.secrets import SecretsUnavailable, secret_env
+
+    try:
+        return secret_env(repository, scope="setup_start")
+    except SecretsUnavailable as exc:
+        raise BuildFailed(str(exc)) from None
 
 
 def _finish(snapshot: Snapshot, build_log: BuildLog, started: float, state: str) -> None:

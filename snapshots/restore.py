@@ -95,8 +95,10 @@ def restore_sandbox(
             timings["sync_ms"] = _ms(started)
         if run_start and recipe.start:
             started = time.perf_counter()
+            secrets = _secret_env(repository)
             for command in recipe.start:
-                result = sandbox.run(command, cwd="/workspace", timeout=300)
+                # Secrets go to the start command only, never the sandbox's own environment.
+                result = sandbox.run(command, cwd="/workspace", timeout=300, env=secrets)
                 if not result.ok:
                     raise SandboxError(
                         f"start command {command!r} failed with exit code {result.exit_code}: "
@@ -144,8 +146,9 @@ def sync_drift(restored: Restored, repository: Repository, *, fetch: bool = Fals
     ]
     if changed_lockfiles:
         restored.stale = True
+        secrets = _secret_env(repository)
         for command in restored.recipe.setup:
-            result = sandbox.run(command, cwd="/workspace")
+            result = sandbox.run(command, cwd="/workspace", env=secrets)
             if not result.ok:
                 raise SandboxError(
                     f"re-running setup after {changed_lockfiles[0]} changed failed: "
@@ -154,6 +157,15 @@ def sync_drift(restored: Restored, repository: Repository, *, fetch: bool = Fals
         from snapshots.tasks import refresh_snapshot
 
         transaction.on_commit(lambda: refresh_snapshot.delay(repository.pk))
+
+
+def _secret_env(repository: Repository) -> dict[str, str]:
+    from approvals.secrets import SecretsUnavailable, secret_env
+
+    try:
+        return secret_env(repository, scope="setup_start")
+    except SecretsUnavailable as exc:
+        raise SandboxError(str(exc)) from None
 
 
 def _ms(started: float) -> float:

@@ -60,6 +60,21 @@ class ChildSessions(ABC):
     def status(self, session_id: int) -> dict[str, Any]: ...
 
 
+class ApprovalGate(ABC):
+    """What a tool asks before an irreversible command (see approvals/agent.py): whether the
+    command needs a reviewer, then a decision (waiting for it), then the result to record."""
+
+    @abstractmethod
+    def needs_approval(self, command: str) -> bool: ...
+
+    @abstractmethod
+    def wait_for_approval(self, command: str, stopped: threading.Event) -> tuple[bool, str, Any]:
+        """Block until decided; (approved, a line for the model, a handle for `record`)."""
+
+    @abstractmethod
+    def record(self, handle: Any, *, ok: bool, result: dict[str, Any]) -> None: ...
+
+
 @dataclass
 class Turn:
     sandbox: Sandbox
@@ -74,6 +89,8 @@ class Turn:
     sync_done: threading.Event | None = None
     # The session's children, for agents that can fan work out; None disables the tools.
     children: ChildSessions | None = None
+    # The approval gate for irreversible commands; None: nothing is gated.
+    approvals: ApprovalGate | None = None
 
 
 @dataclass(frozen=True)

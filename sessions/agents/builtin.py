@@ -87,6 +87,7 @@ class BuiltinAgent(AgentRuntime):
             command_timeout=self.command_timeout,
             deadline=deadline,
             children=turn.children,
+            approvals=turn.approvals,
         )
         self._toolbox = toolbox
         if self._stopped.is_set():

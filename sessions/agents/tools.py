@@ -14,7 +14,7 @@ from collections.abc import Callable, Generator, Mapping
 from dataclasses import dataclass, field
 from typing import Any
 
-from sessions.agents.base import AgentError, AgentEvent, ChildSessions
+from sessions.agents.base import AgentError, AgentEvent, ApprovalGate, ChildSessions
 from snapshots.sandbox import (
     ExecHandle,
     PathEscapesWorkspace,
@@ -204,8 +204,10 @@ class Toolbox:
         command_timeout: float = 600.0,
         deadline: float | None = None,
         children: ChildSessions | None = None,
+        approvals: ApprovalGate | None = None,
     ) -> None:
         self.sandbox = sandbox
+        self.approvals = approvals
         self.stopped = stopped
         self.sync_done = sync_done
         self.env = dict(env or {})
@@ -425,6 +427,16 @@ class Toolbox:
         command = _arg(args, "command", str)
         wanted = float(_arg(args, "timeout_seconds", int, 120))
         timeout = self._remaining(max(1.0, min(wanted, self.command_timeout)))
+        approval = None
+        if self.approvals is not None and self.approvals.needs_approval(command):
+            yield AgentEvent(
+                "output", {"stream": "agent", "text": f"waiting for approval to run: {command}"}
+            )
+            approved, why, approval = self.approvals.wait_for_approval(command, self.stopped)
+            if self.stopped.is_set():
+                raise Stopped()
+            if not approved:
+                return ToolOutcome(f"the command was not run: {why}", ok=False)
         self.touched = True
         started = time.monotonic()
         handle = self._exec(command, timeout=timeout)
@@ -439,6 +451,8 @@ class Toolbox:
         if self.stopped.is_set():
             raise Stopped()
         text = head_tail("\n".join(lines))
+        if approval is not None:
+            self.approvals.record(approval, ok=result.ok, result={"exit_code": result.exit_code})
         if result.timed_out:
             status = f"timed out after {timeout:.0f} s and was killed"
         elif result.limit_hit:

@@ -36,7 +36,7 @@ def browser():
 
 @pytest.fixture(scope="session")
 def collected_static(tmp_path_factory):
-    """collectstatic once, as `make run` does before daphne starts (whitenoise serves STATIC_ROOT)."""
+    """collectstatic once, as `make run` does (whitenoise serves STATIC_ROOT)."""
     from django.core.management import call_command
     from django.test import override_settings
 

@@ -9,11 +9,13 @@ import redis
 from django.conf import settings
 from django.core.management.base import BaseCommand, CommandError
 
+from approvals import cli as approvals_cli
+from inspect_web import metrics_cli
 from inspect_web.embedded_redis import ensure_embedded_redis
 from sessions import cli as sessions_cli
 from snapshots import cli as snapshots_cli
 
-AREAS = [snapshots_cli, sessions_cli]
+AREAS = [snapshots_cli, sessions_cli, approvals_cli, metrics_cli]
 
 
 class Command(BaseCommand):

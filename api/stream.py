@@ -1,0 +1,138 @@
+"""A session's events as Server-Sent Events, for clients without websockets (the CLI, curl).
+
+`GET /api/sessions/<id>/events/stream/` with `Authorization: Bearer …` (or `?token=`, or the
+browser's session cookie). Each event is one SSE message: `id:` is its seq, `data:` the same
+JSON object as the events endpoint's. Resume with the standard `Last-Event-ID` header (or
+`?after=`): the stream starts after that seq, so a reconnecting client gets every event once.
+Like the websocket, the channel layer only wakes the stream; the rows come from the Event table
+(DESIGN.md invariant 1), and without wake-ups the table is re-read every POLL_SECONDS.
+A comment line (`: keepalive`) goes out when nothing happened for KEEPALIVE_SECONDS.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import logging
+from collections.abc import AsyncIterator
+
+from asgiref.sync import sync_to_async
+from channels.layers import get_channel_layer
+from django.http import HttpRequest, HttpResponse, JsonResponse, StreamingHttpResponse
+from django.views.decorators.http import require_GET
+
+from api.tokens import bearer_token, token_authenticate
+from sessions.consumers import MAX_SEQ, PAGE_SIZE, _visible_session, read_events
+from sessions.events import group_name
+
+log = logging.getLogger(__name__)
+
+POLL_SECONDS = 2.0
+KEEPALIVE_SECONDS = 15.0
+
+
+def _token_user(raw: str):
+    token = token_authenticate(raw)
+    return token.user if token else None
+
+
+async def stream_user(request: HttpRequest):
+    """The user of a request: its API token (header or `?token=`), else its session cookie."""
+    raw = bearer_token(request.headers.get("Authorization", "")) or request.GET.get("token", "")
+    if raw:
+        return await sync_to_async(_token_user)(raw)
+    user = await request.auser()
+    return user if user.is_authenticated else None
+
+
+def _start_after(request: HttpRequest) -> int | None:
+    raw = request.headers.get("Last-Event-ID") or request.GET.get("after") or "0"
+    raw = raw.strip()
+    if not raw.isascii() or not raw.isdigit() or int(raw) > MAX_SEQ:
+        return None
+    return int(raw)
+
+
+@require_GET
+async def session_event_stream(request: HttpRequest, pk: int) -> HttpResponse:
+    user = await stream_user(request)
+    if user is None:
+        return JsonResponse(
+            {"detail": "send an API token as `Authorization: Bearer insp_…`"}, status=401
+        )
+    after = _start_after(request)
+    if after is None:
+        return JsonResponse(
+            {"detail": "`Last-Event-ID` / `after` must be a whole number (the last seq you have)"},
+            status=400,
+        )
+    if await sync_to_async(_visible_session)(user, pk) is None:
+        return JsonResponse(
+            {"detail": "This session does not exist or you are not a member of its repository."},
+            status=404,
+        )
+    response = StreamingHttpResponse(_events(pk, after), content_type="text/event-stream")
+    response["Cache-Control"] = "no-cache"
+    response["X-Accel-Buffering"] = "no"  # nginx: pass each message on at once
+    return response
+
+
+async def _events(session_id: int, after: int) -> AsyncIterator[str]:
+    layer = get_channel_layer()
+    channel = None
+    group = group_name(session_id)
+    try:
+        if layer is not None:
+            try:  # join before the first read, so nothing appended meanwhile goes unnoticed
+                channel = await layer.new_channel()
+                await layer.group_add(group, channel)
+            except Exception as exc:  # no wake-ups: polling still delivers everything
+                log.warning("event stream of session %s polls only: %s", session_id, exc)
+                channel = None
+        yield "retry: 2000\n\n"
+        quiet = 0.0
+        while True:
+            rows = await sync_to_async(read_events)(session_id, after)
+            for seq, text in rows:
+                yield f"id: {seq}\ndata: {text}\n\n"
+                after = seq
+            if len(rows) == PAGE_SIZE:
+                continue
+            if rows:
+                quiet = 0.0
+            waited = await _wait(layer, channel)
+            quiet = 0.0 if waited is True else quiet + POLL_SECONDS
+            if quiet >= KEEPALIVE_SECONDS:
+                quiet = 0.0
+                yield ": keepalive\n\n"
+    finally:
+        if channel is not None:
+            with contextlib.suppress(Exception):
+                await layer.group_discard(group, channel)
+
+
+async def _wait(layer, channel) -> bool:
+    """Until a wake-up (True) or POLL_SECONDS pass (False)."""
+    if channel is None:
+        await asyncio.sleep(POLL_SECONDS)
+        return False
+    try:
+        await asyncio.wait_for(layer.receive(channel), timeout=POLL_SECONDS)
+        return True
+    except TimeoutError:
+        return False
+    except Exception:  # the layer failed: fall back to polling for this wait
+        await asyncio.sleep(POLL_SECONDS)
+        return False
+
+
+def scope_token_user(scope: dict):
+    """The user of a websocket's API token (`Authorization: Bearer …` or `?token=`), or None."""
+    from urllib.parse import parse_qs
+
+    headers = dict(scope.get("headers") or [])
+    raw = bearer_token(headers.get(b"authorization", b"").decode("latin-1"))
+    if not raw:
+        query = parse_qs(scope.get("query_string", b"").decode("latin-1"))
+        raw = (query.get("token") or [""])[-1]
+    return _token_user(raw) if raw else None

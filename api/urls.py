@@ -1,0 +1,34 @@
+from django.urls import path, re_path
+from drf_spectacular.views import SpectacularAPIView, SpectacularRedocView
+
+from api import stream, views
+
+urlpatterns = [
+    path("schema/", SpectacularAPIView.as_view(), name="api-schema"),
+    path("docs/", SpectacularRedocView.as_view(url_name="api-schema"), name="api-docs"),
+    path("me/", views.MeView.as_view(), name="api-me"),
+    path("repositories/", views.RepositoryListView.as_view(), name="api-repositories"),
+    path(
+        "repositories/<str:name>/refresh/",
+        views.SnapshotRefreshView.as_view(),
+        name="api-snapshot-refresh",
+    ),
+    path("sessions/", views.SessionListView.as_view(), name="api-sessions"),
+    path("sessions/<int:pk>/", views.SessionDetailView.as_view(), name="api-session"),
+    path("sessions/<int:pk>/prompts/", views.SessionPromptView.as_view(), name="api-prompts"),
+    path("sessions/<int:pk>/stop/", views.SessionStopView.as_view(), name="api-stop"),
+    path("sessions/<int:pk>/events/", views.SessionEventsView.as_view(), name="api-events"),
+    path(
+        "sessions/<int:pk>/events/stream/",
+        stream.session_event_stream,
+        name="api-event-stream",
+    ),
+    path("sessions/<int:pk>/diff/", views.SessionDiffView.as_view(), name="api-diff"),
+    path("snapshots/", views.SnapshotListView.as_view(), name="api-snapshots"),
+    path("approvals/", views.ApprovalListView.as_view(), name="api-approvals"),
+    path(
+        "approvals/<int:pk>/decide/", views.ApprovalDecideView.as_view(), name="api-approval-decide"
+    ),
+    path("metrics/summary/", views.MetricsSummaryView.as_view(), name="api-metrics"),
+    re_path(r"^(?P<path>.*)$", views.not_found),  # last: anything unmatched
+]

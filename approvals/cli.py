@@ -1,0 +1,193 @@
+"""`manage.py inspect audit|approval|secret …`: the audit log, decisions and secrets from the
+shell."""
+
+from __future__ import annotations
+
+import json
+import os
+import sys
+
+from django.core.exceptions import PermissionDenied, ValidationError
+from django.core.management.base import CommandError
+
+from approvals import audit, gate
+from approvals.models import ApprovalRequest, RepositorySecret
+from approvals.secrets import SecretsUnavailable, secret_delete, secret_set
+
+
+def register(areas, command) -> None:
+    def sub(parent, name, handler, help_text):
+        parser = parent.add_parser(name, help=help_text, description=help_text)
+        parser.set_defaults(handler=handler)
+        parser.called_from_command_line = True
+        return parser
+
+    log = areas.add_parser("audit", help="the audit log").add_subparsers(
+        dest="action", metavar="ACTION", required=True
+    )
+    sub(log, "verify", audit_verify, "check the hash chain; exit 1 naming the first bad entry")
+    export = sub(log, "export", audit_export, "print entries as JSON lines")
+    export.add_argument("--repository")
+    export.add_argument("--session", type=int)
+    export.add_argument("--user", help="entries whose actor is this user")
+    export.add_argument("--action", help="e.g. approval.approve")
+    export.add_argument("--after", type=int, default=0, help="only entries with a higher seq")
+
+    approval = areas.add_parser("approval", help="approval requests").add_subparsers(
+        dest="action", metavar="ACTION", required=True
+    )
+    listing = sub(approval, "list", approval_list, "list approval requests")
+    listing.add_argument("--state", default="pending")
+    listing.add_argument("--json", action="store_true")
+    decide = sub(approval, "decide", approval_decide, "approve or reject a pending request")
+    decide.add_argument("id", type=int)
+    decide.add_argument("decision", choices=["approve", "reject"])
+    decide.add_argument("--reason", default="")
+    decide.add_argument("--as", dest="as_user", metavar="USER", help="decide as this user")
+
+    secret = areas.add_parser("secret", help="repository secrets").add_subparsers(
+        dest="action", metavar="ACTION", required=True
+    )
+    put = sub(secret, "set", secret_put, "store a secret (value read from stdin or --from-env)")
+    put.add_argument("repo")
+    put.add_argument("name")
+    put.add_argument("--scope", choices=RepositorySecret.Scope.values, default="setup_start")
+    put.add_argument("--from-env", metavar="VAR", help="read the value from this variable")
+    put.add_argument("--as", dest="as_user", metavar="USER")
+    names = sub(secret, "list", secret_list, "list a repository's secrets (names only)")
+    names.add_argument("repo")
+    remove = sub(secret, "delete", secret_remove, "delete a secret")
+    remove.add_argument("repo")
+    remove.add_argument("name")
+    remove.add_argument("--as", dest="as_user", metavar="USER")
+
+
+def audit_verify(command, options) -> int:
+    checked, problem = audit.verify()
+    if problem is not None:
+        command.stderr.write(f"audit log broken after {checked} good entries: {problem}")
+        return 1
+    command.stdout.write(f"audit log intact: {checked} entries, hash chain verified")
+    return 0
+
+
+def audit_export(command, options) -> int:
+    entries = audit.AuditEntry.objects.filter(seq__gt=options["after"]).order_by("seq")
+    if options["repository"]:
+        entries = entries.filter(repository_name=options["repository"])
+    if options["session"]:
+        entries = entries.filter(session_id=options["session"])
+    if options["user"]:
+        entries = entries.filter(actor_name=options["user"])
+    if options["action"]:
+        entries = entries.filter(action=options["action"])
+    for entry in entries.iterator(chunk_size=2000):
+        command.stdout.write(json.dumps(audit.as_json(entry), ensure_ascii=False))
+    return 0
+
+
+def _user(name: str | None):
+    from sessions.cli import _user as user_named
+
+    return user_named(name)
+
+
+def approval_list(command, options) -> int:
+    rows = ApprovalRequest.objects.select_related("repository", "requested_by")
+    if options["state"] != "all":
+        rows = rows.filter(state=options["state"])
+    for approval in rows[:500]:
+        if options["json"]:
+            command.stdout.write(
+                json.dumps(
+                    {
+                        "id": approval.pk,
+                        "action": approval.action,
+                        "state": approval.state,
+                        "repository": approval.repository.name,
+                        "session": approval.session_id,
+                        "requested_by": approval.requester_label,
+                        "summary": gate.summary(approval),
+                    }
+                )
+            )
+        else:
+            command.stdout.write(
+                f"{approval.pk:>6}  {approval.state:<9} {approval.repository.name:<20} "
+                f"{gate.summary(approval)}  (asked by {approval.requester_label})"
+            )
+    return 0
+
+
+def approval_decide(command, options) -> int:
+    from inspect_web import access
+
+    user = _user(options["as_user"])
+    approval = (
+        access.visible_to(user, ApprovalRequest.objects.select_related("repository", "session"))
+        .filter(pk=options["id"])
+        .first()
+    )
+    if approval is None:
+        raise CommandError(f"no approval {options['id']} on a repository {user} is a member of")
+    try:
+        approval = gate.approval_decide(
+            approval=approval,
+            user=user,
+            approve=options["decision"] == "approve",
+            reason=options["reason"],
+        )
+    except (PermissionDenied, gate.ApprovalError) as exc:
+        raise CommandError(str(exc)) from None
+    command.stdout.write(f"approval {approval.pk} is {approval.state}")
+    return 0
+
+
+def _repository(name: str):
+    from snapshots.cli import _repository as repository_named
+
+    return repository_named(name)
+
+
+def secret_put(command, options) -> int:
+    if options["from_env"]:
+        value = os.environ.get(options["from_env"], "")
+    else:
+        value = sys.stdin.read().rstrip("\n")
+    try:
+        secret_set(
+            repository=_repository(options["repo"]),
+            name=options["name"],
+            value=value,
+            scope=options["scope"],
+            by=_user(options["as_user"]),
+        )
+    except (SecretsUnavailable, PermissionDenied) as exc:
+        raise CommandError(str(exc)) from None
+    except ValidationError as exc:
+        raise CommandError("; ".join(exc.messages)) from None
+    command.stdout.write(
+        f"secret {options['name']} of {options['repo']} stored ({options['scope']})"
+    )
+    return 0
+
+
+def secret_list(command, options) -> int:
+    for row in RepositorySecret.objects.filter(repository=_repository(options["repo"])):
+        command.stdout.write(f"{row.name}  {row.scope}  updated {row.updated_at:%Y-%m-%d %H:%M}")
+    return 0
+
+
+def secret_remove(command, options) -> int:
+    try:
+        found = secret_delete(
+            repository=_repository(options["repo"]),
+            name=options["name"],
+            by=_user(options["as_user"]),
+        )
+    except PermissionDenied as exc:
+        raise CommandError(str(exc)) from None
+    if not found:
+        raise CommandError(f"{options['repo']} has no secret named {options['name']!r}")
+    command.stdout.write(f"secret {options['name']} of {options['repo']} deleted")
+    return 0

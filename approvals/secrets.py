@@ -1,0 +1,195 @@
+"""Repository secrets: encrypted at rest, given only to the commands allowed to see them, and
+scrubbed from everything stored.
+
+Values are Fernet-encrypted with INSPECT_SECRETS_KEY (a comma-separated list rotates keys: the
+first encrypts, all decrypt). A secret reaches a command only as an environment variable of
+that one exec — `setup` (snapshot build) and `start` (every restore) always, the agent's
+commands only when its scope is `agent` — never the sandbox's own environment or a file, so a
+snapshot never holds it. `redact_event_payload` (called by sessions.events before every insert)
+and the build log replace each value with "[redacted]".
+"""
+
+from __future__ import annotations
+
+import logging
+import threading
+import time
+from typing import Any
+
+from cryptography.fernet import Fernet, InvalidToken, MultiFernet
+from django.conf import settings
+from django.db import transaction
+
+from approvals.models import RepositorySecret
+from sessions.agents.redaction import MIN_SECRET_LENGTH, redact
+
+log = logging.getLogger(__name__)
+
+Scope = RepositorySecret.Scope
+CACHE_SECONDS = 2.0
+_cache: dict[int, tuple[float, list[str]]] = {}
+_cache_lock = threading.Lock()
+
+
+class SecretsUnavailable(Exception):
+    """Secrets cannot be used: no key configured, or a value the key cannot decrypt."""
+
+
+def _fernet() -> MultiFernet:
+    raw = getattr(settings, "SECRETS_KEY", "")
+    keys = [k.strip() for k in raw.split(",") if k.strip()]
+    if not keys:
+        raise SecretsUnavailable(
+            "INSPECT_SECRETS_KEY is not set, so repository secrets cannot be used; generate "
+            "one with `python -c 'from cryptography.fernet import Fernet; "
+            "print(Fernet.generate_key().decode())'`, set it for the web and worker processes "
+            "and restart them"
+        )
+    try:
+        return MultiFernet([Fernet(k.encode()) for k in keys])
+    except ValueError:
+        raise SecretsUnavailable(
+            "INSPECT_SECRETS_KEY is not a valid Fernet key (32 url-safe base64-encoded bytes)"
+        ) from None
+
+
+def secret_set(*, repository, name: str, value: str, scope: str = Scope.SETUP_START, by) -> None:
+    """Create or replace a secret (MANAGE_REPOSITORY needed). The value is audited never; the
+    change (name, scope, who) is."""
+    from django.core.exceptions import ValidationError
+
+    from approvals import audit
+    from inspect_web import access, roles
+
+    access.require_repo_permission(by, repository, roles.MANAGE_REPOSITORY)
+    if scope not in Scope.values:
+        raise ValidationError(f"scope must be one of {', '.join(Scope.values)}")
+    if len(value) < MIN_SECRET_LENGTH:
+        # Shorter values cannot be redacted without shredding ordinary text.
+        raise ValidationError(f"a secret must be at least {MIN_SECRET_LENGTH} characters long")
+    row = RepositorySecret(
+        repository=repository,
+        name=name,
+        scope=scope,
+        updated_by=by,
+        encrypted_value=_fernet().encrypt(value.encode()).decode(),
+    )
+    row.full_clean(exclude=["repository"], validate_unique=False)
+    with transaction.atomic():
+        existed = RepositorySecret.objects.filter(repository=repository, name=name).exists()
+        RepositorySecret.objects.update_or_create(
+            repository=repository,
+            name=name,
+            defaults={
+                "scope": scope,
+                "updated_by": by,
+                "encrypted_value": row.encrypted_value,
+            },
+        )
+        audit.record(
+            "secret.change" if existed else "secret.add",
+            actor=by,
+            repository=repository,
+            object_type="secret",
+            object_id=name,
+            data={"name": name, "scope": scope},
+        )
+    _forget(repository.pk)
+
+
+def secret_delete(*, repository, name: str, by) -> bool:
+    from approvals import audit
+    from inspect_web import access, roles
+
+    access.require_repo_permission(by, repository, roles.MANAGE_REPOSITORY)
+    with transaction.atomic():
+        deleted, _ = RepositorySecret.objects.filter(repository=repository, name=name).delete()
+        if deleted:
+            audit.record(
+                "secret.delete",
+                actor=by,
+                repository=repository,
+                object_type="secret",
+                object_id=name,
+                data={"name": name},
+            )
+    _forget(repository.pk)
+    return bool(deleted)
+
+
+def _decrypt(rows) -> dict[str, str]:
+    fernet = _fernet()
+    values = {}
+    for row in rows:
+        try:
+            values[row.name] = fernet.decrypt(row.encrypted_value.encode()).decode()
+        except InvalidToken:
+            raise SecretsUnavailable(
+                f"secret {row.name} of {row.repository.name} cannot be decrypted with "
+                "INSPECT_SECRETS_KEY (was the key changed? keep the old one after the new, "
+                "comma-separated)"
+            ) from None
+    return values
+
+
+def secret_env(repository, *, scope: str) -> dict[str, str]:
+    """The environment for a command: `setup_start` gets every secret, `agent` only those
+    marked for the agent. SecretsUnavailable if the repository has secrets and no key works."""
+    rows = RepositorySecret.objects.filter(repository=repository).select_related("repository")
+    if scope == Scope.AGENT:
+        rows = rows.filter(scope=Scope.AGENT)
+    rows = list(rows)
+    return _decrypt(rows) if rows else {}
+
+
+def secret_values(repository_id: int) -> list[str]:
+    """Every secret value of the repository (for redaction), cached for a moment per process.
+    Without a usable key nothing can have been handed out, so there is nothing to scrub."""
+    now = time.monotonic()
+    with _cache_lock:
+        hit = _cache.get(repository_id)
+        if hit is not None and now - hit[0] < CACHE_SECONDS:
+            return hit[1]
+    rows = list(
+        RepositorySecret.objects.filter(repository_id=repository_id).select_related("repository")
+    )
+    values: list[str] = []
+    if rows:
+        try:
+            values = list(_decrypt(rows).values())
+        except SecretsUnavailable as exc:
+            log.warning("cannot redact secrets of repository %s: %s", repository_id, exc)
+    with _cache_lock:
+        _cache[repository_id] = (now, values)
+    return values
+
+
+def _forget(repository_id: int) -> None:
+    with _cache_lock:
+        _cache.pop(repository_id, None)
+
+
+def redact_event_payload(session_id: int, payload: dict[str, Any]) -> dict[str, Any]:
+    """`payload` with every secret value of the session's repository replaced."""
+    repository_id = _repository_of(session_id)
+    if repository_id is None:
+        return payload
+    values = secret_values(repository_id)
+    return redact(payload, values) if values else payload
+
+
+_session_repo: dict[int, int] = {}
+
+
+def _repository_of(session_id: int) -> int | None:
+    from sessions.models import Session
+
+    if session_id not in _session_repo:
+        found = Session.objects.filter(pk=session_id).values_list("repository_id", flat=True)
+        repository_id = found.first()
+        if repository_id is None:
+            return None
+        if len(_session_repo) > 10_000:
+            _session_repo.clear()
+        _session_repo[session_id] = repository_id  # a session never changes repository
+    return _session_repo[session_id]

@@ -1,0 +1,131 @@
+"""The audit log is append-only and hash-chained; `inspect audit verify` finds tampering."""
+
+from __future__ import annotations
+
+import json
+import threading
+
+import pytest
+from django.db import DatabaseError, connection, transaction
+
+from approvals import audit
+from approvals.models import AuditEntry
+
+
+def _entries(n: int, team) -> list[AuditEntry]:
+    return [
+        audit.record("test.event", actor=team.admin, repository=team.repository, data={"n": i})
+        for i in range(n)
+    ]
+
+
+def test_each_entry_carries_the_previous_ones_hash(team):
+    before = AuditEntry.objects.count()  # the team's memberships are audited too
+    first, second, third = _entries(3, team)
+    assert [e.seq for e in (first, second, third)] == [before + 1, before + 2, before + 3]
+    assert AuditEntry.objects.get(seq=1).prev_hash == ""
+    assert second.prev_hash == first.hash and third.prev_hash == second.hash
+    assert audit.verify() == (before + 3, None)
+
+
+def test_the_orm_refuses_to_change_or_remove_an_entry(team):
+    (entry,) = _entries(1, team)
+    entry.action = "something.else"
+    with pytest.raises(PermissionError):
+        entry.save()
+    with pytest.raises(PermissionError):
+        entry.delete()
+    with pytest.raises(PermissionError):
+        AuditEntry.objects.filter(pk=entry.pk).update(action="x")
+    with pytest.raises(PermissionError):
+        AuditEntry.objects.all().delete()
+    assert AuditEntry.objects.get(pk=entry.pk).action == "test.event"
+
+
+@pytest.mark.skipif(connection.vendor != "postgresql", reason="the trigger is PostgreSQL's")
+def test_postgresql_refuses_raw_updates_and_deletes(team):
+    (entry,) = _entries(1, team)
+    for sql in (
+        "UPDATE approvals_auditentry SET action = 'x' WHERE id = %s",
+        "DELETE FROM approvals_auditentry WHERE id = %s",
+    ):
+        with (
+            pytest.raises(DatabaseError, match="append-only"),
+            transaction.atomic(),
+            connection.cursor() as cursor,
+        ):
+            cursor.execute(sql, [entry.pk])
+    assert AuditEntry.objects.get(pk=entry.pk).action == "test.event"
+
+
+def _raw(sql: str, params: list) -> None:
+    """Edit the table behind the application's back, as an attacker with SQL access would."""
+    with connection.cursor() as cursor:
+        if connection.vendor == "postgresql":
+            cursor.execute("ALTER TABLE approvals_auditentry DISABLE TRIGGER USER")
+        cursor.execute(sql, params)
+        if connection.vendor == "postgresql":
+            cursor.execute("ALTER TABLE approvals_auditentry ENABLE TRIGGER USER")
+
+
+def test_verify_names_a_row_edited_by_hand(team, inspect_cli):
+    entries = _entries(4, team)
+    assert inspect_cli("audit", "verify")[0] == 0
+    _raw(
+        "UPDATE approvals_auditentry SET data = %s WHERE id = %s",
+        [json.dumps({"n": 99}), entries[2].pk],
+    )
+    code, out, err = inspect_cli("audit", "verify")
+    assert code == 1
+    assert f"seq {entries[2].seq} (id {entries[2].pk})" in err and "altered" in err
+    assert f"{entries[2].seq - 1} good entries" in err
+
+
+def test_verify_names_a_removed_row(team, inspect_cli):
+    entries = _entries(4, team)
+    _raw("DELETE FROM approvals_auditentry WHERE id = %s", [entries[1].pk])
+    code, out, err = inspect_cli("audit", "verify")
+    assert code == 1 and f"seq {entries[1].seq}: missing (removed)" in err
+
+
+def test_verify_notices_entries_cut_off_the_end(team, inspect_cli):
+    entries = _entries(3, team)
+    _raw("DELETE FROM approvals_auditentry WHERE id = %s", [entries[2].pk])
+    code, out, err = inspect_cli("audit", "verify")
+    assert code == 1 and "removed" in err and f"{entries[2].seq} entries were written" in err
+
+
+def test_export_prints_one_json_object_per_line(team, inspect_cli):
+    first, second = _entries(2, team)
+    audit.record("other.event", data={"secret": False})
+    code, out, err = inspect_cli("audit", "export", "--action", "test.event")
+    lines = [json.loads(line) for line in out.splitlines()]
+    assert code == 0 and [line["seq"] for line in lines] == [first.seq, second.seq]
+    assert lines[1]["prev_hash"] == lines[0]["hash"] and lines[0]["actor_name"] == "admin"
+    code, out, err = inspect_cli("audit", "export", "--action", "other.event")
+    assert [json.loads(line)["action"] for line in out.splitlines()] == ["other.event"]
+
+
+@pytest.mark.django_db(transaction=True)
+def test_concurrent_writers_chain_without_forks(team):
+    if connection.vendor != "postgresql":
+        pytest.skip("SQLite serialises writers itself")
+    errors = []
+
+    def write(worker: int) -> None:
+        try:
+            for i in range(15):
+                audit.record("test.concurrent", data={"worker": worker, "i": i})
+        except Exception as exc:  # reported below
+            errors.append(exc)
+        finally:
+            connection.close()
+
+    threads = [threading.Thread(target=write, args=(w,)) for w in range(4)]
+    for thread in threads:
+        thread.start()
+    for thread in threads:
+        thread.join()
+    assert errors == []
+    assert AuditEntry.objects.filter(action="test.concurrent").count() == 60
+    assert audit.verify() == (AuditEntry.objects.count(), None)

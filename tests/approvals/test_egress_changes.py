@@ -1,0 +1,127 @@
+"""Egress: a widening change waits for approval and is audited; the allowlist is enforced by
+a real sandbox against two local HTTP servers (an allowed name and a denied one)."""
+
+from __future__ import annotations
+
+import http.server
+import threading
+
+import pytest
+
+from approvals import gate
+from approvals.egress import current_recipe, recipe_override_set, widens
+from approvals.models import ApprovalRequest, AuditEntry
+from snapshots.sandbox import NetworkPolicy
+
+ALLOWLIST = 'egress = { mode = "allowlist", domains = ["allowed.test"] }\n'
+FETCH = (
+    'python3 -c "import urllib.request as u, urllib.error as e\n'
+    "try: print('OK', u.urlopen('{url}', timeout=5).read().decode())\n"
+    "except e.HTTPError as x: print('HTTP', x.code, x.read().decode())\n"
+    "except Exception as x: print('ERR', x)\""
+)
+
+
+@pytest.mark.parametrize(
+    ("before", "after", "wider"),
+    [
+        (NetworkPolicy("none"), NetworkPolicy("allowlist", ("a.test",)), True),
+        (NetworkPolicy("allowlist", ("a.test",)), NetworkPolicy("open"), True),
+        (NetworkPolicy("allowlist", ("a.test",)), NetworkPolicy("allowlist", ("b.test",)), True),
+        (NetworkPolicy("allowlist", ("a.test",)), NetworkPolicy("allowlist", ("x.a.test",)), False),
+        (NetworkPolicy("open"), NetworkPolicy("none"), False),
+    ],
+)
+def test_what_counts_as_widening(before, after, wider):
+    assert widens(before, after) is wider
+
+
+def test_widening_egress_waits_for_a_reviewer(team):
+    pending = recipe_override_set(repository=team.repository, text=ALLOWLIST, by=team.admin)
+    assert pending.action == "widen_egress" and pending.state == "pending"
+    assert "none → allowlist (allowed.test)" in gate.summary(pending)
+    team.repository.refresh_from_db()
+    assert current_recipe(team.repository).egress.mode == "none"
+    gate.approval_decide(approval=pending, user=team.reviewer, approve=True)
+    assert gate.execute_approval(pending.pk) == ApprovalRequest.State.EXECUTED
+    team.repository.refresh_from_db()
+    assert current_recipe(team.repository).egress.domains == ("allowed.test",)
+    change = AuditEntry.objects.get(action="repository.recipe")
+    assert change.data["egress_after"] == "allowlist (allowed.test)"
+    assert change.data["approval"] == pending.pk
+
+
+def test_narrowing_applies_at_once_and_is_audited(team):
+    team.repository.recipe_override = 'egress = { mode = "open" }\n'
+    team.repository.save()
+    assert recipe_override_set(repository=team.repository, text=ALLOWLIST, by=team.admin) is None
+    team.repository.refresh_from_db()
+    assert team.repository.recipe_override == ALLOWLIST
+    assert AuditEntry.objects.get(action="repository.recipe").data["egress_before"] == "open"
+
+
+def test_an_approval_overtaken_by_another_change_fails_with_the_reason(team):
+    pending = recipe_override_set(repository=team.repository, text=ALLOWLIST, by=team.admin)
+    recipe_override_set(repository=team.repository, text='setup = ["true"]\n', by=team.admin)
+    gate.approval_decide(approval=pending, user=team.reviewer, approve=True)
+    assert gate.execute_approval(pending.pk) == ApprovalRequest.State.FAILED
+    pending.refresh_from_db()
+    assert "recipe changed after this request" in pending.result["error"]
+
+
+def _server(body: bytes):
+    class Handler(http.server.BaseHTTPRequestHandler):
+        def do_GET(self):  # noqa: N802 - http.server's naming
+            self.send_response(200)
+            self.send_header("Content-Length", str(len(body)))
+            self.end_headers()
+            self.wfile.write(body)
+
+        def log_message(self, *args):
+            pass
+
+    server = http.server.ThreadingHTTPServer(("127.0.0.1", 0), Handler)
+    threading.Thread(target=server.serve_forever, daemon=True).start()
+    return server
+
+
+@pytest.fixture
+def two_servers():
+    allowed, denied = _server(b"allowed service"), _server(b"denied service")
+    yield allowed.server_address[1], denied.server_address[1]
+    for server in (allowed, denied):
+        server.shutdown()
+        server.server_close()
+
+
+def test_the_repositorys_allowlist_is_enforced_in_a_real_sandbox(team, two_servers, tmp_path):
+    from django.conf import settings
+
+    from snapshots.sandbox.local import LocalBackend
+
+    allowed_port, denied_port = two_servers
+    recipe_override_set(repository=team.repository, text=ALLOWLIST, by=team.admin)
+    approval = ApprovalRequest.objects.get()
+    gate.approval_decide(approval=approval, user=team.reviewer, approve=True)
+    gate.execute_approval(approval.pk)
+    team.repository.refresh_from_db()
+    policy = current_recipe(team.repository).egress
+    # Both names lead to this machine, so only the policy tells them apart.
+    backend = LocalBackend(
+        root=settings.SANDBOX_ROOT,
+        egress_hosts={"allowed.test": "127.0.0.1", "denied.test": "127.0.0.1"},
+    )
+    (tmp_path / "ws").mkdir()
+    ref = backend.snapshot_from_directory(str(tmp_path / "ws"))
+    sandbox = backend.create(snapshot=ref, network=policy)
+    try:
+        ok = sandbox.run(FETCH.format(url=f"http://allowed.test:{allowed_port}/"))
+        assert "OK allowed service" in ok.stdout, ok.stdout + ok.stderr
+        refused = sandbox.run(FETCH.format(url=f"http://denied.test:{denied_port}/"))
+        assert "HTTP 403" in refused.stdout and "not on the allowlist" in refused.stdout
+        assert "denied service" not in refused.stdout
+        direct = sandbox.run(FETCH.format(url=f"http://127.0.0.1:{denied_port}/"))
+        assert "denied service" not in direct.stdout
+    finally:
+        sandbox.terminate()
+        backend.delete_snapshot(ref)

@@ -1,0 +1,124 @@
+"""The `inspect` console script end to end: a live daphne, a real Celery worker, the `command`
+agent, and the client run as a subprocess, as a person runs it in a terminal."""
+
+from __future__ import annotations
+
+import json
+import stat
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+from tests.streaming.conftest import running_daphne
+
+pytestmark = pytest.mark.django_db(transaction=True)
+
+INSPECT = str(Path(sys.executable).parent / "inspect")
+
+
+@pytest.fixture
+def server(transactional_db, tmp_path):
+    with running_daphne(tmp_path / "daphne.log") as daphne:
+        yield daphne.http_url.rstrip("/")
+
+
+@pytest.fixture
+def inspect(tmp_path):
+    """Run the console script with a config dir of its own; returns the CompletedProcess."""
+    home = tmp_path / "home"
+    home.mkdir()
+
+    def run(*args: str, timeout: float = 120) -> subprocess.CompletedProcess:
+        env = {"PATH": "/usr/bin:/bin", "HOME": str(home), "XDG_CONFIG_HOME": str(home / "cfg")}
+        return subprocess.run(
+            [INSPECT, *args], env=env, capture_output=True, text=True, timeout=timeout
+        )
+
+    run.config = home / "cfg" / "inspect" / "config.json"
+    return run
+
+
+@pytest.fixture
+def logged_in(inspect, server, team):
+    from api.tokens import token_create
+
+    _, token = token_create(user=team.engineer, name="cli")
+    result = inspect("login", server, "--token", token)
+    assert result.returncode == 0, result.stderr
+    return inspect
+
+
+def test_login_verifies_the_token_and_keeps_it_private(inspect, server, team):
+    from api.tokens import token_create
+
+    bad = inspect("login", server, "--token", "insp_wrong")
+    assert bad.returncode == 3
+    assert bad.stderr.startswith("inspect: ") and "refused the token" in bad.stderr
+    assert "Traceback" not in bad.stderr and not inspect.config.exists()
+
+    _, token = token_create(user=team.engineer, name="cli")
+    result = inspect("login", server, "--token", token)
+    assert result.returncode == 0, result.stderr
+    assert "as engineer" in result.stdout
+    assert stat.S_IMODE(inspect.config.stat().st_mode) == 0o600
+    assert json.loads(inspect.config.read_text()) == {"url": server, "token": token}
+
+
+def test_commands_before_login_or_against_no_server_fail_in_one_line(inspect, tmp_path):
+    result = inspect("sessions")
+    assert result.returncode == 3
+    assert result.stderr == "inspect: not logged in: run `inspect login URL` first\n"
+    result = inspect("login", "http://127.0.0.1:9", "--token", "insp_x")
+    assert result.returncode == 3 and "cannot reach http://127.0.0.1:9" in result.stderr
+    assert len(result.stderr.strip().splitlines()) == 1
+
+
+def test_run_watch_streams_the_turn_and_exits_0_when_verification_passes(
+    logged_in, ready_repo, start_celery
+):
+    start_celery("worker")
+    result = logged_in(
+        "run", "widgets", "say hello", "--watch", "--agent-command", 'echo "turn: $INSPECT_PROMPT"'
+    )
+    assert result.returncode == 0, result.stdout + result.stderr
+    lines = result.stdout.splitlines()
+    assert lines[0].startswith("http://127.0.0.1:") and "/sessions/" in lines[0]
+    assert "engineer asked (prompt 1): say hello" in result.stdout
+    assert "turn: say hello" in result.stdout
+    assert "✓ verify $ test -f README.md" in result.stdout
+    assert "verification passed" in lines[-1]
+    assert "\033[" not in result.stdout  # not a terminal: no colour codes
+
+    session_id = lines[0].rstrip("/").rsplit("/", 1)[-1]
+    listed = logged_in("sessions")
+    assert listed.returncode == 0 and f"#{session_id}" in listed.stdout and "idle" in listed.stdout
+
+    follow = logged_in("prompt", session_id, "again, please", "--watch")
+    assert follow.returncode == 0, follow.stdout + follow.stderr
+    assert "Prompt 2 queued" in follow.stdout and "turn: again, please" in follow.stdout
+
+    watched = logged_in("watch", session_id)  # already done: replays, then stops
+    assert watched.returncode == 0 and watched.stdout.count("turn: ") == 2
+    stop = logged_in("stop", session_id)
+    assert stop.returncode == 0 and "Nothing is running." in stop.stdout
+
+
+def test_run_watch_exits_1_when_verification_fails(logged_in, ready_repo, start_celery):
+    start_celery("worker")
+    result = logged_in("run", "widgets", "break it", "--watch", "--agent-command", "rm README.md")
+    assert result.returncode == 1, result.stdout + result.stderr
+    assert "✗ verify $ test -f README.md" in result.stdout
+    assert "verification failed: test -f README.md" in result.stdout
+
+
+def test_refusals_are_one_line_with_exit_3(logged_in, team):
+    result = logged_in("run", "gadgets", "hi", "--agent-command", "true")
+    assert result.returncode == 3
+    assert "no repository named 'gadgets' that you are a member of" in result.stderr
+    result = logged_in("run", "widgets", "  ", "--agent-command", "true")
+    assert result.returncode == 3 and "the prompt is empty" in result.stderr
+    assert "Traceback" not in result.stderr
+    result = logged_in("watch", "999999")
+    assert result.returncode == 3 and "not a member of its repository" in result.stderr

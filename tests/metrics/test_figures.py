@@ -1,0 +1,131 @@
+"""Every figure of the Metrics page against values worked out by hand from conftest.world."""
+
+from __future__ import annotations
+
+from datetime import date
+
+import pytest
+
+from inspect_web.metrics import metrics_report, percentile_cont
+from tests.metrics.conftest import NOW
+
+pytestmark = pytest.mark.django_db
+
+START, END = date(2026, 3, 2), date(2026, 3, 15)
+
+
+def report_for(repositories, period="week"):
+    return metrics_report(repositories=repositories, period=period, start=START, end=END, now=NOW)
+
+
+def test_the_funnel_and_the_merged_pr_rate(team, world):
+    total = report_for([team.repository]).total
+    assert (total.sessions, total.prs, total.merged, total.closed) == (5, 4, 2, 1)
+    assert total.merged_rate == pytest.approx(0.5)
+    assert total.pr_rate == pytest.approx(0.8)
+
+
+def test_review_times_and_rounds(team, world):
+    total = report_for([team.repository]).total
+    # First reviews after 2 h, 6 h and 1 h; merges after 4 h and 24 h.
+    assert total.first_review_p50_s == pytest.approx(2 * 3600)
+    assert total.first_review_avg_s == pytest.approx(3 * 3600)
+    assert total.merge_p50_s == pytest.approx(14 * 3600)
+    assert total.merge_avg_s == pytest.approx(14 * 3600)
+    assert total.rounds_per_merged == pytest.approx(2.0)  # (1 + 3) / 2
+
+
+def test_reviewer_effort_and_accepted_change_per_reviewer_hour(team, world):
+    total = report_for([team.repository]).total
+    # p1: 300 (approved, untimed) + 120 viewed; p2: 600 + 300 + 300; p5: 300 + 60.
+    assert total.review_s == 1980
+    assert total.reviewer_minutes == pytest.approx(33.0)
+    assert total.reviews == 5
+    assert total.merged_lines == 140
+    assert total.merged_per_reviewer_hour == pytest.approx(2 / 0.55)
+    assert total.lines_per_reviewer_hour == pytest.approx(140 / 0.55)
+
+
+def test_cost_sandbox_retries_and_verification(team, world):
+    total = report_for([team.repository]).total
+    assert total.sandbox_minutes == pytest.approx(51.0)  # 3,060 s
+    assert total.cost_usd == pytest.approx(8.0)
+    assert total.cost_per_merged == pytest.approx(4.0)
+    assert total.retries_per_session == pytest.approx(0.6)
+    assert total.verify_pass_rate == pytest.approx(0.75)  # 3 of the 4 that verified
+
+
+def test_escaped_defects_latency_and_snapshot_age(team, world):
+    total = report_for([team.repository]).total
+    assert total.escaped == 1
+    assert total.escaped_rate == pytest.approx(0.5)
+    assert total.start_p50_ms == pytest.approx(900)  # of 500, 700, 900, 1500, 2000
+    assert total.start_p95_ms == pytest.approx(1900)  # 1500 + 0.8 * 500
+    assert total.snapshot_age_avg_s == pytest.approx(750)  # one session had none
+
+
+def test_humans_prompting_now_counts_distinct_people_of_the_last_five_minutes(team, world):
+    report = report_for([team.repository])
+    assert report.prompting_now == 2
+    assert report.prompting_now_by_repository == {team.repository.pk: 2}
+
+
+def test_figures_per_week_belong_to_the_week_the_session_started(team, world):
+    series = dict(report_for([team.repository]).series)
+    first, second = series[date(2026, 3, 2)], series[date(2026, 3, 9)]
+    assert (first.sessions, first.prs, first.merged, first.review_s) == (3, 2, 2, 1620)
+    assert (second.sessions, second.prs, second.merged, second.review_s) == (2, 2, 0, 360)
+    assert second.merged_rate == 0
+    assert first.start_p50_ms == pytest.approx(900)  # of 500, 1500, 900
+    assert second.start_p95_ms == pytest.approx(700 + 0.95 * 1300)
+
+
+def test_per_day_every_day_of_the_range_is_there_even_without_sessions(team, world):
+    series = report_for([team.repository], period="day").series
+    assert [d for d, _ in series][0] == START and len(series) == 14
+    by_day = dict(series)
+    assert by_day[date(2026, 3, 3)].sessions == 1
+    assert by_day[date(2026, 3, 6)].sessions == 0
+    assert by_day[date(2026, 3, 6)].merged_rate is None  # no PRs: no rate, not 0
+
+
+def test_overall_adds_repositories_and_keeps_each_ones_figures(team, world):
+    report = report_for([team.repository, team.other_repository])
+    assert (report.total.sessions, report.total.prs, report.total.merged) == (6, 5, 3)
+    assert report.total.merged_rate == pytest.approx(0.6)
+    assert report.total.review_s == 1980 + 300
+    # Percentiles are of the union, not averages of each repository's.
+    assert report.total.start_p50_ms == pytest.approx(800)  # 300, 500, 700, 900, 1500, 2000
+    figures = {repo.name: f for repo, f in report.by_repository}
+    assert figures["gadgets"].merged == 1 and figures["widgets"].merged == 2
+    assert figures["gadgets"].first_review_p50_s == pytest.approx(1800)
+
+
+def test_no_repositories_means_no_figures_and_no_queries(django_assert_num_queries):
+    with django_assert_num_queries(0):
+        report = metrics_report(repositories=[], start=START, end=END)
+    assert report.total.sessions == 0 and report.total.merged_rate is None
+
+
+def test_percentile_cont_interpolates_like_postgresql():
+    assert percentile_cont([1, 2, 3, 4], 0.5) == 2.5
+    assert percentile_cont([10], 0.95) == 10
+    assert percentile_cont([], 0.5) is None
+
+
+def test_the_sqlite_fallback_ranks_exactly_as_postgresql_does(team, world):
+    from datetime import UTC, datetime
+
+    from inspect_web.metrics import _percentiles_pg, _percentiles_python
+
+    args = (
+        [team.repository.pk, team.other_repository.pk],
+        datetime(2026, 3, 2, tzinfo=UTC),
+        datetime(2026, 3, 16, tzinfo=UTC),
+        "week",
+    )
+    in_sql = {(r, b): v for r, b, v in _percentiles_pg(*args)}
+    in_python = {(r, b): v for r, b, v in _percentiles_python(*args)}
+    assert set(in_sql) == set(in_python)
+    for key, values in in_sql.items():
+        assert values == pytest.approx(in_python[key]), key
