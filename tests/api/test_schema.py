@@ -13,10 +13,6 @@ from schemathesis.checks import (
     status_code_conformance,
 )
 
-from tests.api import hypothesis_compat
-
-hypothesis_compat.install()
-
 CHECKS = (
     not_a_server_error,
     status_code_conformance,
