@@ -499,11 +499,12 @@ def _percentiles_pg(ids, since, until, period):
             else "NULL::float"
             for src, value, q in _PERCENTILES.values()
         )
+        # The table names come from the models; every value is a parameter.
         branches.append(
-            f"SELECT t.repository_id, {bucket}, GROUPING(t.repository_id), GROUPING({bucket}), "
+            f"SELECT t.repository_id, {bucket}, GROUPING(t.repository_id), GROUPING({bucket}), "  # noqa: S608
             f"{columns} FROM {table} t WHERE t.repository_id = ANY(%s) AND t.created_at >= %s "
             f"AND t.created_at < %s GROUP BY GROUPING SETS (({bucket}), (t.repository_id), ())"
-        )  # noqa: S608 - the table names come from the models; every value is a parameter
+        )
         params += [period, period, list(ids), since, until, period]
     sql = " UNION ALL ".join(branches)  # table names come from the models, values are params
     with connection.cursor() as cursor:
