@@ -13,15 +13,18 @@ date range, per day or per week, per repository and overall, in a fixed number o
 5. distinct prompt authors of the last five minutes, per repository ("humans prompting now").
 
 Additive figures (counts, sums) are rolled up from the (repository, period) rows in Python;
-averages are kept as sums and counts so that they roll up exactly. No query joins sessions to
-pull requests: each table is scanned once by its own (repository, created_at) index.
+averages are kept as sums and counts so that they roll up exactly.
 
-Cohorts: session figures (sessions, cost, sandbox time, retries, verify, start latency,
-snapshot age) belong to the period the session started; pull-request figures (PRs, merged,
-review and merge times, rounds, lines, escaped defects) and the reviewer effort spent on a PR
-belong to the period the PR was opened (minutes after its session started). So a week's
-merged-PR rate and its accepted change per reviewer hour describe the same pieces of work, and
-the newest periods still move as their PRs are reviewed and merged.
+One rule for every figure: it belongs to the period, and the range, in which its *session
+started*. Session figures (sessions, cost, sandbox time, retries, verify, start latency,
+snapshot age) by the session's own created_at; pull-request figures (PRs, merged, review and
+merge times, rounds, lines, escaped defects) and the reviewer effort spent on a PR through the
+join to their session. So a week's funnel (sessions → PRs → merged), its merged-PR rate and its
+accepted change per reviewer hour all describe the same pieces of work: a PR opened just after
+midnight from a session started the evening before counts with the evening's day, and not in a
+range that starts at midnight. The newest periods still move as their PRs are reviewed and
+merged. Each query reads sessions by their (repository, created_at) index and reaches pull
+requests and reviews by their session and pull-request keys.
 """
 
 from __future__ import annotations
@@ -40,7 +43,6 @@ from django.db.models import (
     DurationField,
     ExpressionWrapper,
     F,
-    FloatField,
     IntegerField,
     Q,
     Sum,
@@ -396,12 +398,13 @@ def _duration(later: str, earlier: str) -> ExpressionWrapper:
 
 
 def _pr_rows(ids, since, until, trunc):
+    # A PR counts with its session's cohort: range and bucket by the session's created_at.
     merged = Q(state=PullRequest.State.MERGED)
     reviewed = Q(first_review_at__isnull=False)
     rows = (
-        PullRequest.objects.filter(**_in_range("", ids, since, until))
-        .annotate(bucket=trunc("created_at", tzinfo=UTC))
-        .values("repository_id", "bucket")
+        PullRequest.objects.filter(**_in_range("session__", ids, since, until))
+        .annotate(bucket=trunc("session__created_at", tzinfo=UTC))
+        .values("session__repository_id", "bucket")
         .annotate(
             prs=Count("id"),
             merged=Count("id", filter=merged),
@@ -419,7 +422,7 @@ def _pr_rows(ids, since, until, trunc):
     )
     for row in rows:
         yield (
-            row["repository_id"],
+            row["session__repository_id"],
             _as_date(row["bucket"]),
             Figures(
                 prs=row["prs"],
@@ -449,8 +452,8 @@ def review_effort_seconds() -> Case:
 
 
 def _review_rows(ids, since, until, trunc):
-    # Effort counts with its PR's cohort (the day the PR opened), as merged PRs and lines do.
-    pr = "pull_request__"
+    # Effort counts with its PR's session's cohort, as merged PRs and lines do.
+    pr = "pull_request__session__"
     rows = (
         ReviewEvent.objects.filter(**_in_range(pr, ids, since, until))
         .annotate(bucket=trunc(f"{pr}created_at", tzinfo=UTC))
@@ -471,46 +474,47 @@ def _review_rows(ids, since, until, trunc):
 
 # Percentiles: rows of (repository id or None, bucket or None, {figure: value}); a row with
 # both None is the total, with only a bucket a period, with only a repository a repository.
-# Each figure: (source table, value, fraction).
+# Each figure: (value, fraction). Values are read from a session (`s`) and its pull request
+# (`t`, at most one per session, so the join never repeats a session).
 _PERCENTILES = {
-    "start_p50_ms": ("session", "start", 0.5),
-    "start_p95_ms": ("session", "start", 0.95),
-    "first_review_p50_s": ("pr", "first_review", 0.5),
-    "merge_p50_s": ("pr", "merge", 0.5),
+    "start_p50_ms": ("start", 0.5),
+    "start_p95_ms": ("start", 0.95),
+    "first_review_p50_s": ("first_review", 0.5),
+    "merge_p50_s": ("merge", 0.5),
 }
 _PG_VALUES = {
-    "start": "t.start_ms",
+    "start": "s.start_ms",
     "first_review": "EXTRACT(EPOCH FROM (t.first_review_at - t.created_at))",
     "merge": "EXTRACT(EPOCH FROM (t.merged_at - t.created_at))",
 }
+# Literals, not parameters: the same expression must appear in SELECT and GROUP BY.
+_PG_TRUNC = {"day": "'day'", "week": "'week'"}
 
 
 def _percentiles_pg(ids, since, until, period):
-    # One query: for sessions and for PRs, one scan each with three groupings (per period,
-    # per repository, everything), glued with UNION ALL; NULL where a branch has no value.
-    tables = {"session": Session._meta.db_table, "pr": PullRequest._meta.db_table}
+    # One query, one scan of the range's sessions (LEFT JOIN their PRs) with three groupings:
+    # per period, per repository, everything.
     names = list(_PERCENTILES)
-    bucket = "date_trunc(%s, t.created_at AT TIME ZONE 'UTC')"
-    branches, params = [], []
-    for source, table in tables.items():
-        columns = ", ".join(
-            f"percentile_cont({q}) WITHIN GROUP (ORDER BY {_PG_VALUES[value]})"
-            if src == source
-            else "NULL::float"
-            for src, value, q in _PERCENTILES.values()
-        )
-        # The table names come from the models; every value is a parameter.
-        branches.append(
-            f"SELECT t.repository_id, {bucket}, GROUPING(t.repository_id), GROUPING({bucket}), "  # noqa: S608
-            f"{columns} FROM {table} t WHERE t.repository_id = ANY(%s) AND t.created_at >= %s "
-            f"AND t.created_at < %s GROUP BY GROUPING SETS (({bucket}), (t.repository_id), ())"
-        )
-        params += [period, period, list(ids), since, until, period]
-    sql = " UNION ALL ".join(branches)  # table names come from the models, values are params
+    bucket = f"date_trunc({_PG_TRUNC[period]}, s.created_at AT TIME ZONE 'UTC')"
+    columns = ", ".join(
+        f"percentile_cont({q}) WITHIN GROUP (ORDER BY {_PG_VALUES[value]})"
+        for value, q in _PERCENTILES.values()
+    )
+    session_table = connection.ops.quote_name(Session._meta.db_table)
+    pr_table = connection.ops.quote_name(PullRequest._meta.db_table)
+    # Table names come from the models and the truncation from _PG_TRUNC; values are params.
+    sql = (
+        f"SELECT s.repository_id, {bucket}, GROUPING(s.repository_id), GROUPING({bucket}), "  # noqa: S608
+        f"{columns} FROM {session_table} s LEFT JOIN {pr_table} t ON t.session_id = s.id "
+        "WHERE s.repository_id = ANY(%s) AND s.created_at >= %s AND s.created_at < %s "
+        f"GROUP BY GROUPING SETS (({bucket}), (s.repository_id), ())"
+    )
     with connection.cursor() as cursor:
-        cursor.execute(sql, params)
-        for repo_id, day, g_repo, g_bucket, *numbers in cursor.fetchall():
-            values = {n: v for n, v in zip(names, numbers, strict=True) if v is not None}
+        cursor.execute(sql, [list(ids), since, until])
+        rows = cursor.fetchall()
+    for repo_id, day, g_repo, g_bucket, *numbers in rows:
+        values = {n: float(v) for n, v in zip(names, numbers, strict=True) if v is not None}
+        if values:  # the grand total of an empty range has none
             yield (None if g_repo else repo_id, None if g_bucket else _as_date(day), values)
 
 
@@ -525,25 +529,19 @@ def percentile_cont(sorted_values: list[float], q: float) -> float | None:
 
 
 def _percentiles_python(ids, since, until, period):
-    # SQLite has no ordered-set aggregates: fetch the values of the range (one UNION query)
-    # and rank them here.
-    none = Value(None, output_field=DurationField())
-    sessions = (
+    # SQLite has no ordered-set aggregates: fetch the values of the range (one query, the
+    # same rows as _percentiles_pg's) and rank them here.
+    rows = (
         Session.objects.filter(**_in_range("", ids, since, until))
-        .annotate(first_review=none, merge=none)
-        .values_list("repository_id", "created_at", "start_ms", "first_review", "merge")
-    )
-    prs = (
-        PullRequest.objects.filter(**_in_range("", ids, since, until))
         .annotate(
-            start=Value(None, output_field=FloatField()),
-            first_review=_duration("first_review_at", "created_at"),
-            merge=_duration("merged_at", "created_at"),
+            first_review=_duration("pull_request__first_review_at", "pull_request__created_at"),
+            merge=_duration("pull_request__merged_at", "pull_request__created_at"),
         )
-        .values_list("repository_id", "created_at", "start", "first_review", "merge")
+        .values_list("repository_id", "created_at", "start_ms", "first_review", "merge")
+        .order_by()
     )
     groups: dict[tuple, dict[str, list[float]]] = defaultdict(lambda: defaultdict(list))
-    for repo_id, created, start_ms, first_review, merge in sessions.union(prs, all=True):
+    for repo_id, created, start_ms, first_review, merge in rows:
         day = created.astimezone(UTC).date()
         bucket = day - timedelta(days=day.weekday()) if period == "week" else day
         sample = {
@@ -558,7 +556,7 @@ def _percentiles_python(ids, since, until, period):
     for (repo_id, bucket), samples in groups.items():
         for values in samples.values():
             values.sort()
-        figures = {name: percentile_cont(samples[v], q) for name, (_, v, q) in _PERCENTILES.items()
+        figures = {name: percentile_cont(samples[v], q) for name, (v, q) in _PERCENTILES.items()
                    if samples.get(v)}  # fmt: skip
         yield repo_id, bucket, figures
 

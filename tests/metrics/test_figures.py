@@ -116,7 +116,13 @@ def test_percentile_cont_interpolates_like_postgresql():
 def test_the_sqlite_fallback_ranks_exactly_as_postgresql_does(team, world):
     from datetime import UTC, datetime
 
+    from django.db import connection
+
     from inspect_web.metrics import _percentiles_pg, _percentiles_python
+
+    if connection.vendor != "postgresql":
+        # On SQLite the other tests check the fallback against the hand-computed values.
+        pytest.skip("compares with PostgreSQL's percentile_cont; needs PostgreSQL")
 
     args = (
         [team.repository.pk, team.other_repository.pk],
@@ -129,3 +135,15 @@ def test_the_sqlite_fallback_ranks_exactly_as_postgresql_does(team, world):
     assert set(in_sql) == set(in_python)
     for key, values in in_sql.items():
         assert values == pytest.approx(in_python[key]), key
+
+
+def test_a_pr_opened_after_midnight_counts_on_the_day_its_session_started(team, world):
+    # s0 started 2026-03-01 23:59; its PR p0 opened 2026-03-02 01:00 and was reviewed later.
+    report = metrics_report(repositories=[team.repository], period="day",
+                            start=date(2026, 3, 1), end=date(2026, 3, 2), now=NOW)  # fmt: skip
+    by_day = dict(report.series)
+    before, first = by_day[date(2026, 3, 1)], by_day[date(2026, 3, 2)]
+    assert (before.sessions, before.prs, before.merged, before.merged_lines) == (1, 1, 1, 1000)
+    assert before.review_s == 3600 and before.merge_p50_s == 3600  # opened 01:00, merged 02:00
+    assert (first.sessions, first.prs, first.merged, first.review_s) == (1, 1, 1, 420)
+    assert report.total.merge_p50_s == (3600 + 4 * 3600) / 2  # p0 (1 h) and p1 (4 h)
