@@ -296,13 +296,33 @@ SOCIALACCOUNT_PROVIDERS: dict = {}
 if GITHUB_OAUTH_CLIENT_ID and GITHUB_OAUTH_CLIENT_SECRET:
     SOCIALACCOUNT_PROVIDERS["github"] = {
         "APPS": [{"client_id": GITHUB_OAUTH_CLIENT_ID, "secret": GITHUB_OAUTH_CLIENT_SECRET}],
-        "SCOPE": ["read:user", "user:email"],
+        # `repo` lets PRs be opened as the prompting user (so they cannot approve their own).
+        "SCOPE": ["read:user", "user:email", "repo"],
     }
 elif GITHUB_OAUTH_CLIENT_ID or GITHUB_OAUTH_CLIENT_SECRET:
     raise env.ConfigError(
         "GITHUB_OAUTH_CLIENT_SECRET" if GITHUB_OAUTH_CLIENT_ID else "GITHUB_OAUTH_CLIENT_ID",
         "GitHub login needs both GITHUB_OAUTH_CLIENT_ID and GITHUB_OAUTH_CLIENT_SECRET",
     )
+
+SOCIALACCOUNT_STORE_TOKENS = True  # the PR-opening token of a user who logged in with GitHub
+
+# The GitHub App the worker acts as for clone, push, PRs and merges (repositories linked with
+# `inspect repo github`). The private key: PEM text, or a path to the PEM file.
+GITHUB_APP_ID = env.env_str("GITHUB_APP_ID")
+GITHUB_APP_PRIVATE_KEY = env.env_str("GITHUB_APP_PRIVATE_KEY")
+if GITHUB_APP_PRIVATE_KEY and not GITHUB_APP_PRIVATE_KEY.lstrip().startswith("-----BEGIN"):
+    try:
+        GITHUB_APP_PRIVATE_KEY = Path(GITHUB_APP_PRIVATE_KEY).read_text()
+    except OSError as exc:
+        raise env.ConfigError(
+            "GITHUB_APP_PRIVATE_KEY", f"is neither a PEM key nor a readable file ({exc})"
+        ) from None
+GITHUB_APP_SLUG = env.env_str("GITHUB_APP_SLUG", "inspect-web")  # @mention name in comments
+GITHUB_API_URL = env.env_str("GITHUB_API_URL", "https://api.github.com").rstrip("/")
+GITHUB_WEBHOOK_SECRET = env.env_str("GITHUB_WEBHOOK_SECRET")
+# Open (then update) a pull request after every turn that changed something.
+AUTO_PULL_REQUEST = env.env_bool("INSPECT_AUTO_PR", True)
 
 EMAIL_BACKEND = env.env_str("EMAIL_BACKEND", "django.core.mail.backends.console.EmailBackend")
 

@@ -14,7 +14,7 @@ from pygments import highlight
 from pygments.formatters import HtmlFormatter
 from pygments.lexers import DiffLexer
 
-from sessions.models import Event
+from sessions.models import Event, PullRequest
 
 COLLAPSE_LINES = 400
 MAX_HIGHLIGHT = 200_000  # characters; beyond this the patch is shown plain (already truncated)
@@ -44,7 +44,7 @@ def _mark_safe(html: str):
 
 # Which side panels an event of a kind can change; the page and the stream share the partials.
 PANELS_BY_KIND: dict[str, tuple[str, ...]] = {
-    "status": ("prompts", "timings", "children"),
+    "status": ("prompts", "timings", "children", "pull_request"),
     "prompt": ("prompts",),
     "diff": ("diff",),
     "command": ("verification",),
@@ -52,7 +52,9 @@ PANELS_BY_KIND: dict[str, tuple[str, ...]] = {
     "approval": ("approvals",),
     "tool_result": ("children",),
 }
-PANELS = ("prompts", "timings", "verification", "approvals", "shots", "children", "diff")
+PANELS = (
+    "prompts", "pull_request", "timings", "verification", "approvals", "shots", "children", "diff",
+)  # fmt: skip
 
 
 def panel_context(session, names: Iterable[str] = PANELS) -> dict:
@@ -68,6 +70,7 @@ def panel_context(session, names: Iterable[str] = PANELS) -> dict:
         ),
         "shots": lambda: screenshots(session),
         "children": lambda: session.children.order_by("pk"),
+        "pull_request": lambda: PullRequest.objects.filter(session=session).first(),
         "diff": lambda: latest_diff(session),
     }
     return {name: builders[name]() for name in names}

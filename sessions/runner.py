@@ -220,6 +220,7 @@ class TurnRunner:
             self._finish_prompt(Prompt.State.DONE)
             services.clear_stop(self.session.pk)
             self._to(State.IDLE, reason="stopped by " + stopped if stopped else "")
+            self._publish(sandbox)
             return "stopped" if stopped else "idle"
         except LeaseLost:
             raise
@@ -228,6 +229,17 @@ class TurnRunner:
         except Exception as exc:
             log.exception("turn %s of session %s crashed", prompt.order, self.session.pk)
             return self._fail(f"internal error: {exc.__class__.__name__}: {exc}")
+
+    def _publish(self, sandbox: Sandbox) -> None:
+        """Push the branch and open (once) or update the pull request; never fails the turn."""
+        from sessions.pulls import publish_turn
+
+        try:
+            publish_turn(self.session, sandbox, fence=self.lease.fence)
+        except Exception as exc:
+            log.exception("publishing session %s failed", self.session.pk)
+            append_event(self.session.pk, "error", {"message": f"publishing failed: {exc}"})
+        self.session.refresh_from_db(fields=["state"])
 
     def _totals(self, resumed: bool) -> dict:
         """The session's running totals after this turn (what the metrics aggregate)."""

@@ -11,4 +11,5 @@ urlpatterns = [
     path("<int:pk>/older/", views.session_older, name="older"),
     path("<int:pk>/prompts/", views.session_prompt, name="prompt"),
     path("<int:pk>/stop/", views.session_stop, name="stop"),
+    path("<int:pk>/merge/", views.session_merge, name="merge"),
 ]

@@ -177,3 +177,27 @@ def session_stop(request: HttpRequest, pk: int) -> HttpResponse:
         else:
             messages.info(request, "Nothing is running in this session.")
     return redirect(session)
+
+
+@login_required
+@require_POST
+def session_merge(request: HttpRequest, pk: int) -> HttpResponse:
+    """Ask for the session's pull request to be merged: it waits in the approvals inbox."""
+    from approvals.gate import ApprovalError
+    from sessions.pulls import request_merge
+
+    session = access.get_visible_or_404(request.user, Session.objects.all(), pk=pk)
+    pr = getattr(session, "pull_request", None)
+    if pr is None:
+        messages.error(request, "This session has no pull request yet.")
+        return redirect(session)
+    try:
+        access.require_repo_permission(request.user, session.repository, roles.PROMPT_SESSION)
+        approval = request_merge(pr, request.user)
+    except (PermissionDenied, ApprovalError) as exc:
+        messages.error(request, str(exc))
+    else:
+        messages.success(
+            request, f"Merge requested (approval #{approval.pk}); a reviewer decides in Approvals."
+        )
+    return redirect(session)

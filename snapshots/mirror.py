@@ -21,13 +21,16 @@ class MirrorError(RuntimeError):
     """git could not fetch or read the repository; the message carries git's own reason."""
 
 
-def _git(*args: str, cwd: Path | None = None, timeout: int = GIT_TIMEOUT) -> str:
+def _git(
+    *args: str, cwd: Path | None = None, timeout: int = GIT_TIMEOUT, env: dict | None = None
+) -> str:
     env = {
         "PATH": os.environ.get("PATH", "/usr/bin:/bin"),
         "HOME": str(settings.DATA_DIR),
         "GIT_TERMINAL_PROMPT": "0",  # never hang waiting for a password
         "GIT_CONFIG_NOSYSTEM": "1",
         "LC_ALL": "C",
+        **(env or {}),
     }
     try:
         result = subprocess.run(
@@ -38,6 +41,19 @@ def _git(*args: str, cwd: Path | None = None, timeout: int = GIT_TIMEOUT) -> str
     if result.returncode != 0:
         raise MirrorError(git_reason(result.stderr) or f"git exited {result.returncode}")
     return result.stdout
+
+
+def git(*args: str, cwd: Path | None = None, env: dict | None = None) -> str:
+    """git on the worker (mirror side), with git's own reason in a MirrorError on failure."""
+    return _git(*args, cwd=cwd, env=env)
+
+
+def is_ancestor(repo: Path, commit: str, of: str) -> bool:
+    try:
+        _git("merge-base", "--is-ancestor", commit, of, cwd=repo)
+    except MirrorError:
+        return False
+    return True
 
 
 def git_reason(stderr: str) -> str:

@@ -111,6 +111,7 @@ def child_env(**extra: str) -> dict[str, str]:
         INSPECT_SANDBOX_ROOT=str(settings.SANDBOX_ROOT),
         # The same key as this process, so session cookies made here are valid there.
         SECRET_KEY=settings.SECRET_KEY,
+        INSPECT_AUTO_PR="1" if settings.AUTO_PULL_REQUEST else "0",
     )
     env.update(extra)
     return env
@@ -241,6 +242,12 @@ def inspect_cli(capsys):
         return code, captured.out, captured.err + error
 
     return run
+
+
+@pytest.fixture(autouse=True)
+def no_auto_pull_requests(settings):
+    """Turns end `idle` unless a test is about pull requests (it sets AUTO_PULL_REQUEST)."""
+    settings.AUTO_PULL_REQUEST = False
 
 
 @pytest.fixture(autouse=True)

@@ -1,0 +1,292 @@
+"""Where a session's branch goes: a local repository (a path or bare repo, reviewed and merged in
+the dashboard) or GitHub (a GitHub App; PRs opened as the prompting user where they have a token).
+
+Everything here runs on the worker, outside the sandbox: credentials never reach a sandbox. The
+session's commits leave the sandbox as a git bundle, are fetched into the repository's mirror and
+pushed from there.
+"""
+
+from __future__ import annotations
+
+import base64
+import time
+from dataclasses import dataclass
+from datetime import UTC, datetime
+
+from django.conf import settings
+
+from snapshots import mirror
+from snapshots.models import Repository
+
+# Only what publishing needs: push the branch, open and merge the pull request.
+APP_PERMISSIONS = {"contents": "write", "pull_requests": "write"}
+TOKEN_MARGIN_S = 120  # refresh an installation token this long before it expires
+# The mirror is a `clone --mirror` (remote.origin.mirror=true), which refuses explicit refspecs.
+PUSH = ("-c", "remote.origin.mirror=false", "push", "--quiet")
+
+
+class CodeHostError(RuntimeError):
+    """The code host refused or failed; the message is meant for the session's viewers."""
+
+
+class AlreadyMerged(CodeHostError):
+    pass
+
+
+class BranchTaken(CodeHostError):
+    """The branch exists on the remote and is not this session's to move forward."""
+
+
+@dataclass(frozen=True)
+class OpenedPull:
+    number: int | None
+    url: str
+    opened_as_app: bool = False
+
+
+def publish_ref(session_id: int) -> str:
+    return f"refs/inspect/publish/{session_id}"
+
+
+def git_auth_env(token: str | None) -> dict[str, str]:
+    """git's http auth as config from the environment: never on a command line or in a URL."""
+    if not token:
+        return {}
+    basic = base64.b64encode(f"x-access-token:{token}".encode()).decode()
+    return {
+        "GIT_CONFIG_COUNT": "1",
+        "GIT_CONFIG_KEY_0": "http.extraHeader",
+        "GIT_CONFIG_VALUE_0": f"Authorization: Basic {basic}",
+    }
+
+
+class LocalHost:
+    """A repository given by a path: branches are pushed there; the PR lives in the dashboard."""
+
+    name = "local"
+
+    def __init__(self, repository: Repository) -> None:
+        self.repository = repository
+
+    def token(self) -> str | None:
+        return None
+
+    def push(self, session_id: int, branch: str) -> None:
+        """Push the session's commits to `branch`, never by force: BranchTaken when the remote
+        branch holds commits this session did not make (someone else's work is not lost)."""
+        mirror_dir = mirror.mirror_path(self.repository.name)
+        env = git_auth_env(self.token())
+        try:
+            mirror.git(
+                *PUSH, "origin", f"{publish_ref(session_id)}:refs/heads/{branch}",
+                cwd=mirror_dir, env=env,
+            )  # fmt: skip
+        except mirror.MirrorError as exc:
+            try:
+                remote = mirror.git("ls-remote", "origin", f"refs/heads/{branch}",
+                                    cwd=mirror_dir, env=env).split()  # fmt: skip
+            except mirror.MirrorError:
+                remote = []
+            if remote:
+                raise BranchTaken(
+                    f"{branch} already exists on the remote with commits this session did not "
+                    f"make (at {remote[0][:12]}); nothing was overwritten"
+                ) from None
+            raise CodeHostError(f"pushing {branch} failed: {exc}") from None
+
+    def open_pull(self, *, branch: str, base: str, title: str, body: str, author) -> OpenedPull:
+        return OpenedPull(number=None, url="")
+
+    def merge(self, pr, *, merged_by) -> str:
+        """Merge the branch into the base in the mirror, push the base; returns the merge sha."""
+        mirror_dir = mirror.mirror_path(self.repository.name)
+        env = git_auth_env(self.token())
+        try:
+            mirror.git("fetch", "--quiet", "origin", f"+refs/heads/{pr.base}:refs/heads/{pr.base}",
+                       cwd=mirror_dir, env=env)  # fmt: skip
+            base = mirror.git("rev-parse", f"refs/heads/{pr.base}", cwd=mirror_dir).strip()
+            head = mirror.git("rev-parse", publish_ref(pr.session_id), cwd=mirror_dir).strip()
+        except mirror.MirrorError as exc:
+            raise CodeHostError(f"reading {pr.base} and the branch failed: {exc}") from None
+        if mirror.is_ancestor(mirror_dir, head, base):
+            raise AlreadyMerged(f"{pr.branch} is already part of {pr.base}")
+        try:
+            tree = mirror.git("merge-tree", "--write-tree", base, head, cwd=mirror_dir).split()[0]
+        except mirror.MirrorError:
+            raise CodeHostError(
+                f"{pr.branch} conflicts with {pr.base}; ask the agent to rebase it"
+            ) from None
+        name = merged_by.get_full_name() or merged_by.get_username()
+        email = merged_by.email or f"{merged_by.get_username()}@users.inspect-web.invalid"
+        who = {"GIT_AUTHOR_NAME": name, "GIT_AUTHOR_EMAIL": email,
+               "GIT_COMMITTER_NAME": name, "GIT_COMMITTER_EMAIL": email}  # fmt: skip
+        message = f"Merge {pr.branch} (session {pr.session_id})\n\n{pr.title}\n"
+        sha = mirror.git(
+            "commit-tree", tree, "-p", base, "-p", head, "-m", message, cwd=mirror_dir, env=who
+        ).strip()
+        try:
+            mirror.git(*PUSH, "origin", f"{sha}:refs/heads/{pr.base}",
+                       cwd=mirror_dir, env=env)  # fmt: skip
+        except mirror.MirrorError as exc:
+            raise CodeHostError(f"pushing the merge to {pr.base} failed: {exc}") from None
+        mirror.git("update-ref", f"refs/heads/{pr.base}", sha, cwd=mirror_dir)
+        return sha
+
+
+class GitHubHost(LocalHost):
+    """GitHub through PyGithub, as the App (an installation token per repository)."""
+
+    name = "github"
+    _tokens: dict[str, tuple[str, float]] = {}  # full_name -> (token, expires at, epoch s)
+
+    def __init__(self, repository: Repository) -> None:
+        super().__init__(repository)
+        self.link = repository.github
+        self.owner, _, self.repo_name = self.link.full_name.partition("/")
+
+    # -- App authentication ------------------------------------------------------------
+    def _app_auth(self):
+        from github import Auth
+
+        if not (settings.GITHUB_APP_ID and settings.GITHUB_APP_PRIVATE_KEY):
+            raise CodeHostError(
+                "GitHub repository but no GitHub App configured: set GITHUB_APP_ID and "
+                "GITHUB_APP_PRIVATE_KEY"
+            )
+        return Auth.AppAuth(int(settings.GITHUB_APP_ID), settings.GITHUB_APP_PRIVATE_KEY)
+
+    def _installation_id(self) -> int:
+        from github import GithubException, GithubIntegration
+
+        if self.link.installation_id:
+            return self.link.installation_id
+        integration = GithubIntegration(auth=self._app_auth(), base_url=settings.GITHUB_API_URL)
+        try:
+            installation = integration.get_repo_installation(self.owner, self.repo_name)
+        except GithubException as exc:
+            raise CodeHostError(
+                f"the GitHub App is not installed on {self.link.full_name} ({exc.status})"
+            ) from None
+        self.link.installation_id = installation.id
+        self.link.save(update_fields=["installation_id"])
+        return installation.id
+
+    def token(self, *, refresh: bool = False) -> str:
+        """An installation token scoped to this one repository, reused until near its expiry."""
+        import httpx
+
+        cached = self._tokens.get(self.link.full_name)
+        if cached and not refresh and cached[1] - TOKEN_MARGIN_S > time.time():
+            return cached[0]
+        jwt = self._app_auth().create_jwt()
+        url = f"{settings.GITHUB_API_URL}/app/installations/{self._installation_id()}/access_tokens"
+        try:
+            response = httpx.post(
+                url,
+                headers={"Authorization": f"Bearer {jwt}", "Accept": "application/vnd.github+json"},
+                json={"repositories": [self.repo_name], "permissions": APP_PERMISSIONS},
+                timeout=30,
+            )
+        except httpx.HTTPError as exc:
+            raise CodeHostError(f"GitHub could not be reached for a token: {exc}") from None
+        if response.status_code in (401, 403, 404):
+            self.link.installation_id = None  # revoked or reinstalled: look it up again next time
+            self.link.save(update_fields=["installation_id"])
+            raise CodeHostError(
+                f"GitHub refused an installation token for {self.link.full_name} "
+                f"({response.status_code}: {response.json().get('message', '')}); "
+                "is the App still installed?"
+            )
+        response.raise_for_status()
+        data = response.json()
+        expires = datetime.fromisoformat(data["expires_at"].replace("Z", "+00:00"))
+        self._tokens[self.link.full_name] = (data["token"], expires.timestamp())
+        return data["token"]
+
+    def _repo(self, token: str):
+        from github import Auth, Github
+
+        client = Github(auth=Auth.Token(token), base_url=settings.GITHUB_API_URL, retry=None)
+        return client.get_repo(self.link.full_name, lazy=True)
+
+    def _with_app(self, call):
+        """Run `call(repo)` as the App, refreshing the token once if GitHub says it expired."""
+        from github import BadCredentialsException
+
+        try:
+            return call(self._repo(self.token()))
+        except BadCredentialsException:
+            return call(self._repo(self.token(refresh=True)))
+
+    # -- pull requests -----------------------------------------------------------------
+    def open_pull(self, *, branch: str, base: str, title: str, body: str, author) -> OpenedPull:
+        from github import GithubException
+
+        existing = self._with_app(
+            lambda repo: list(repo.get_pulls(state="all", head=f"{self.owner}:{branch}"))
+        )
+        if existing:  # a retry after GitHub created it: adopt, never open a second
+            pull = existing[0]
+            return OpenedPull(pull.number, pull.html_url, opened_as_app=False)
+        user_token = _user_github_token(author)
+        try:
+            if user_token:
+                pull = self._repo(user_token).create_pull(
+                    base=base, head=branch, title=title, body=body
+                )
+                return OpenedPull(pull.number, pull.html_url, opened_as_app=False)
+            pull = self._with_app(
+                lambda repo: repo.create_pull(base=base, head=branch, title=title, body=body)
+            )
+        except GithubException as exc:
+            message = (exc.data or {}).get("message", "") if isinstance(exc.data, dict) else ""
+            raise CodeHostError(
+                f"GitHub refused the pull request ({exc.status}: {message})"
+            ) from None
+        return OpenedPull(pull.number, pull.html_url, opened_as_app=True)
+
+    def merge(self, pr, *, merged_by) -> str:
+        from github import GithubException
+
+        def merge(repo):
+            pull = repo.get_pull(pr.number)
+            if pull.merged:
+                raise AlreadyMerged(f"pull request #{pr.number} is already merged")
+            if pull.state == "closed":
+                raise AlreadyMerged(f"pull request #{pr.number} was closed on GitHub")
+            status = pull.merge(merge_method="merge", commit_title=f"{pr.title} (#{pr.number})")
+            if not status.merged:
+                raise CodeHostError(f"GitHub did not merge #{pr.number}: {status.message}")
+            return status.sha
+
+        try:
+            return self._with_app(merge)
+        except GithubException as exc:
+            message = (exc.data or {}).get("message", "") if isinstance(exc.data, dict) else ""
+            raise CodeHostError(f"GitHub refused the merge ({exc.status}: {message})") from None
+
+
+def _user_github_token(user) -> str | None:
+    """The user's own GitHub token from their allauth GitHub login, if they have one."""
+    from allauth.socialaccount.models import SocialToken
+
+    if user is None:
+        return None
+    token = (
+        SocialToken.objects.filter(account__user=user, account__provider="github")
+        .order_by("-id")
+        .first()
+    )
+    if token is None or (token.expires_at and token.expires_at <= datetime.now(UTC)):
+        return None
+    return token.token
+
+
+def code_host_for(repository: Repository) -> LocalHost:
+    from sessions.models import GitHubLink
+
+    try:
+        repository.github  # noqa: B018 - the one-to-one says whether it is on GitHub
+    except GitHubLink.DoesNotExist:
+        return LocalHost(repository)
+    return GitHubHost(repository)

@@ -1,0 +1,274 @@
+"""A session's pull request: published after each turn that changed something, merged through the
+approval gate. One PullRequest row per session (the idempotency key): retries and replays reuse it,
+later turns push to the same branch."""
+
+from __future__ import annotations
+
+import logging
+import shlex
+
+from django.conf import settings
+from django.db import transaction
+from django.utils import timezone
+from django.utils.text import slugify
+
+from approvals import gate
+from sessions.codehosts import (
+    AlreadyMerged,
+    BranchTaken,
+    CodeHostError,
+    code_host_for,
+    publish_ref,
+)
+from sessions.events import append_event
+from sessions.models import Event, PullRequest, Session, State
+from sessions.workspace_git import GIT
+from snapshots import mirror
+from snapshots.sandbox import Sandbox
+
+log = logging.getLogger(__name__)
+MERGE_PR = "merge_pr"
+BUNDLE = ".git/inspect-publish.bundle"
+RENAME_ATTEMPTS = 5
+
+
+def branch_name(session: Session) -> str:
+    return f"inspect/{session.pk}-{slugify(session.title)[:40].strip('-') or 'session'}"
+
+
+def pr_body(session: Session) -> str:
+    """The task, the agent's summary, verification, screenshots and a link back."""
+    events = Event.objects.filter(session=session)
+    first = session.prompts.order_by("order").first()
+    summary = (
+        events.filter(kind="agent_message").order_by("-seq").values_list("payload", flat=True)
+    ).first() or {}
+    newest_turn = (
+        events.filter(kind="command", payload__phase="verify")
+        .order_by("-seq")
+        .values_list("payload__turn", flat=True)
+        .first()
+    )
+    verify = (
+        events.filter(kind="command", payload__phase="verify", payload__turn=newest_turn)
+        if newest_turn is not None
+        else events.none()
+    )
+    lines = [f"## Task\n\n{first.text if first else session.title}\n"]
+    if summary.get("text"):
+        lines.append(f"## Summary\n\n{summary['text']}\n")
+    if verify:
+        lines.append("## Verification\n")
+        for command in verify.order_by("seq"):
+            p = command.payload
+            mark = "✅" if p.get("ok") else "❌"
+            lines.append(f"- {mark} `{p.get('command')}` ({p.get('duration_ms')} ms)")
+        lines.append("")
+    shots = list(events.filter(kind="screenshot").order_by("seq").values_list("payload", flat=True))
+    if shots:
+        lines.append("## Screenshots\n")
+        for shot in shots[-2:]:
+            url = shot.get("url", "")
+            lines.append(f"![{shot.get('label', 'screenshot')}]({settings.PUBLIC_URL}{url})")
+        lines.append("")
+    lines.append(f"Session: {settings.PUBLIC_URL}{session.get_absolute_url()}")
+    return "\n".join(lines)
+
+
+def _export_commits(session: Session, sandbox: Sandbox) -> str:
+    """Bundle the session's commits in the sandbox and fetch them into the mirror; returns the
+    head commit. Only git objects cross the boundary; no credential goes in."""
+    base = shlex.quote(session.base_commit)
+    result = sandbox.run(
+        f"{GIT} bundle create {BUNDLE} {base}..HEAD && {GIT} rev-parse HEAD",
+        cwd="/workspace",
+        timeout=120,
+    )
+    if not result.ok:
+        raise CodeHostError(f"bundling the session's commits failed: {result.stderr[-400:]}")
+    head = result.stdout.strip().splitlines()[-1]
+    data = sandbox.read_file(BUNDLE)
+    sandbox.run(f"rm -f {BUNDLE}", cwd="/workspace", timeout=30)
+    mirror_dir = mirror.mirror_path(session.repository.name)
+    bundle_file = mirror_dir / f"inspect-publish-{session.pk}.bundle"
+    bundle_file.write_bytes(data)
+    try:
+        mirror.git("fetch", "--quiet", str(bundle_file), f"+HEAD:{publish_ref(session.pk)}",
+                   cwd=mirror_dir)  # fmt: skip
+    except mirror.MirrorError as exc:
+        raise CodeHostError(f"reading the session's commits failed: {exc}") from None
+    finally:
+        bundle_file.unlink(missing_ok=True)
+    return head
+
+
+def _push(host, session: Session, branch: str, *, renaming: bool) -> str:
+    """Push to `branch`; before the PR exists, a name taken on the remote by someone else's
+    commits is left alone and the next free `-2`, `-3`… is used instead. Returns the branch."""
+    for attempt in range(1, RENAME_ATTEMPTS + 1):
+        name = branch if attempt == 1 else f"{branch}-{attempt}"
+        try:
+            host.push(session.pk, name)
+        except BranchTaken as exc:
+            if not renaming or attempt == RENAME_ATTEMPTS:
+                raise CodeHostError(
+                    f"{exc}; rename or delete it, then send another prompt"
+                ) from None
+            append_event(session.pk, "status", {"phase": "publish", "message": str(exc)})
+            continue
+        return name
+    raise AssertionError("unreachable")
+
+
+def publish_turn(session: Session, sandbox: Sandbox, *, fence: int | None = None):
+    """Push the session's branch and open its pull request once; returns the PullRequest, or
+    None when nothing changed. Errors become an `error` event; the turn's work stays."""
+    session.refresh_from_db()
+    stats = session.diff_stats or {}
+    if not settings.AUTO_PULL_REQUEST or not stats.get("files"):
+        return None
+    host = code_host_for(session.repository)
+    existing = PullRequest.objects.filter(session=session).first()
+    if existing is not None and existing.state != PullRequest.State.OPEN:
+        return existing  # merged or closed: later turns do not reopen it
+    branch = existing.branch if existing else branch_name(session)
+    try:
+        head = _export_commits(session, sandbox)
+        branch = _push(host, session, branch, renaming=existing is None)
+        if existing is None:
+            first = session.prompts.order_by("order").select_related("author").first()
+            author = first.author if first else session.creator
+            title = session.title[:300]
+            body = pr_body(session)
+            opened = host.open_pull(
+                branch=branch, base=session.branch, title=title, body=body, author=author
+            )
+            with transaction.atomic():
+                pr, created = PullRequest.objects.get_or_create(
+                    session=session,
+                    defaults={
+                        "repository": session.repository,
+                        "host": host.name,
+                        "number": opened.number,
+                        "url": opened.url,
+                        "branch": branch,
+                        "base": session.branch,
+                        "title": title,
+                        "body": body,
+                        "author": author,
+                        "opened_as_app": opened.opened_as_app,
+                    },
+                )
+        else:
+            pr, created = existing, False
+        PullRequest.objects.filter(pk=pr.pk).update(
+            head_sha=head,
+            additions=stats.get("added", 0),
+            deletions=stats.get("removed", 0),
+            changed_files=stats.get("files", 0),
+        )
+    except CodeHostError as exc:
+        append_event(session.pk, "error", {"message": str(exc), "phase": "publish"})
+        return None
+    pr.refresh_from_db()
+    append_event(
+        session.pk,
+        "status",
+        {"pull_request": pr.pk, "pr_url": pr.url or session.get_absolute_url() + "#pull-request",
+         "branch": branch, "head": head, "opened": created, "host": host.name,
+         "opened_as_app": pr.opened_as_app},
+    )  # fmt: skip
+    if session.state == State.IDLE:
+        from sessions.services import session_transition
+
+        session_transition(session, State.PR_OPEN, fence=fence, reason=f"pull request {branch}")
+    return pr
+
+
+# -- merging, through the approval gate --------------------------------------------------------
+def request_merge(pr: PullRequest, user):
+    """Ask to merge: an approval request (four eyes), executed by the worker once approved."""
+    if pr.state != PullRequest.State.OPEN:
+        raise gate.ApprovalError(f"the pull request is {pr.state}; there is nothing to merge")
+    first = pr.session.prompts.order_by("order").select_related("author").first()
+    return gate.request_approval(
+        action=MERGE_PR,
+        payload={"pull_request": pr.pk, "branch": pr.branch, "base": pr.base,
+                 "head": pr.head_sha, "title": pr.title},
+        session=pr.session,
+        requested_by=user,
+        prompt_author=first.author if first else pr.author,
+        idempotency_key=f"merge_pr:{pr.pk}:{pr.head_sha}",
+    )  # fmt: skip
+
+
+def execute_merge(approval) -> dict:
+    """The `merge_pr` executor: runs once per approved request (the gate sees to that)."""
+    pr = PullRequest.objects.select_related("session", "repository").get(
+        pk=approval.payload["pull_request"]
+    )
+    if pr.state == PullRequest.State.MERGED:
+        raise gate.ActionNoLongerApplies(f"pull request {pr.branch} is already merged")
+    if pr.state == PullRequest.State.CLOSED:
+        raise gate.ActionNoLongerApplies(f"pull request {pr.branch} was closed")
+    if approval.payload.get("head") and approval.payload["head"] != pr.head_sha:
+        raise gate.ActionNoLongerApplies(
+            "the branch changed since the merge was requested; request it again"
+        )
+    host = code_host_for(pr.repository)
+    try:
+        sha = host.merge(pr, merged_by=approval.decided_by)
+    except AlreadyMerged as exc:
+        raise gate.ActionNoLongerApplies(str(exc)) from None
+    mark_merged(pr, merge_sha=sha, merged_by=approval.decided_by)
+    return {"merged": True, "merge_sha": sha, "base": pr.base}
+
+
+def mark_merged(pr: PullRequest, *, merge_sha: str = "", merged_by=None, at=None) -> None:
+    """Record a merge (done here or seen in a webhook) once, and move the session to merged."""
+    from sessions.services import session_transition
+
+    updated = (
+        PullRequest.objects.filter(pk=pr.pk)
+        .exclude(state=PullRequest.State.MERGED)
+        .update(
+            state=PullRequest.State.MERGED,
+            merge_sha=merge_sha,
+            merged_by=merged_by,
+            merged_at=at or timezone.now(),
+        )
+    )
+    if not updated:
+        return
+    append_event(pr.session_id, "status", {"pull_request": pr.pk, "merged": True, "sha": merge_sha})
+    session = Session.objects.get(pk=pr.session_id)
+    if session.state == State.PR_OPEN:
+        session_transition(session, State.MERGED, reason=f"{pr.branch} merged")
+
+
+def mark_closed(pr: PullRequest, *, at=None) -> None:
+    from sessions.services import session_transition
+
+    if not PullRequest.objects.filter(pk=pr.pk, state=PullRequest.State.OPEN).update(
+        state=PullRequest.State.CLOSED, closed_at=at or timezone.now()
+    ):
+        return
+    append_event(pr.session_id, "status", {"pull_request": pr.pk, "closed": True})
+    session = Session.objects.get(pk=pr.session_id)
+    if session.state == State.PR_OPEN:
+        session_transition(session, State.CLOSED, reason=f"{pr.branch} closed")
+
+
+def mark_reopened(pr: PullRequest) -> None:
+    from sessions.services import session_transition
+
+    if not PullRequest.objects.filter(pk=pr.pk, state=PullRequest.State.CLOSED).update(
+        state=PullRequest.State.OPEN, closed_at=None
+    ):
+        return
+    session = Session.objects.get(pk=pr.session_id)
+    if session.state == State.CLOSED:
+        session_transition(session, State.PR_OPEN, reason=f"{pr.branch} reopened")
+
+
+gate.register_executor(MERGE_PR, execute_merge)

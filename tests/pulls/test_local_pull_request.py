@@ -1,0 +1,140 @@
+"""A local repository: a turn's change becomes a branch and a pull request reviewed here, and the
+merge goes through the approval gate, executed once, into the repository itself."""
+
+import pytest
+from django.core.exceptions import PermissionDenied
+
+from approvals import gate
+from approvals.models import ApprovalRequest, AuditEntry
+from sessions.models import Event, PullRequest, Session
+
+pytestmark = pytest.mark.django_db
+
+AGENT = 'printf "hello from $INSPECT_AUTHOR\\n" > greeting.txt'
+
+
+@pytest.fixture
+def publishing(settings, ready_repo):
+    settings.AUTO_PULL_REQUEST = True
+    # A non-bare upstream with `main` checked out accepts pushes to it, like a bare one.
+    ready_repo.upstream.git("config", "receive.denyCurrentBranch", "updateInstead")
+    return ready_repo
+
+
+def test_a_turn_opens_one_pull_request_and_later_turns_push_to_its_branch(
+    publishing, create_session, inspect_cli
+):
+    code, summary, err = create_session("--prompt", "add a greeting", "--agent-command", AGENT,
+                                        "--inline", "--as", "engineer")  # fmt: skip
+    assert code == 0, err
+    assert summary["state"] == "pr_open"
+    pr = PullRequest.objects.get(session_id=summary["id"])
+    assert pr.branch == f"inspect/{pr.session_id}-add-a-greeting" and pr.base == "main"
+    assert (pr.additions, pr.changed_files, pr.host) == (1, 1, "local")
+    upstream = publishing.upstream
+    assert upstream.git("show", f"{pr.branch}:greeting.txt") == "hello from engineer\n"
+    assert "Co-authored-by: Inspect agent" in upstream.git("log", "-1", "--format=%B", pr.branch)
+    assert upstream.git("log", "-1", "--format=%an", pr.branch).strip() == "engineer"
+    assert "## Task\n\nadd a greeting" in pr.body and "✅ `echo checked`" in pr.body
+    first_head = pr.head_sha
+
+    code, out, err = inspect_cli("session", "prompt", str(pr.session_id), "more, please",
+                                 "--inline")  # fmt: skip
+    assert code == 0, err
+    assert PullRequest.objects.filter(session_id=pr.session_id).count() == 1
+    pr.refresh_from_db()
+    assert pr.head_sha != first_head
+    assert upstream.git("rev-parse", pr.branch).strip() == pr.head_sha
+    opened = [e.payload["opened"] for e in Event.objects.filter(session_id=pr.session_id,
+              kind="status", payload__has_key="pull_request")]  # fmt: skip
+    assert opened == [True, False]
+
+
+def test_merging_waits_for_a_second_person_and_runs_once(publishing, create_session, team):
+    code, summary, err = create_session("--prompt", "add a greeting", "--agent-command", AGENT,
+                                        "--inline", "--as", "engineer")  # fmt: skip
+    assert code == 0, err
+    pr = PullRequest.objects.get(session_id=summary["id"])
+    from sessions.pulls import request_merge
+
+    approval = request_merge(pr, team.engineer)
+    assert approval.state == ApprovalRequest.State.PENDING
+    assert request_merge(pr, team.engineer).pk == approval.pk  # asking twice: one request
+    with pytest.raises(PermissionDenied):  # the prompt's author may not approve their change
+        gate.approval_decide(approval=approval, user=team.engineer, approve=True)
+    assert "greeting.txt" not in publishing.upstream.git("ls-tree", "--name-only", "main")
+
+    gate.approval_decide(approval=approval, user=team.reviewer, approve=True, reason="looks good")
+    assert gate.execute_approval(approval.pk) == "executed"
+    assert gate.execute_approval(approval.pk) == "nothing to execute"  # a redelivery
+    approval.refresh_from_db()
+    assert approval.state == ApprovalRequest.State.EXECUTED
+    main_log = publishing.upstream.git("log", "--format=%s %an", "main")
+    assert main_log.count(f"Merge {pr.branch}") == 1 and "reviewer" in main_log
+    assert publishing.upstream.git("show", "main:greeting.txt") == "hello from engineer\n"
+    pr.refresh_from_db()
+    assert pr.state == "merged" and pr.merged_by == team.reviewer and pr.merge_sha
+    assert Session.objects.get(pk=pr.session_id).state == "merged"
+    assert AuditEntry.objects.filter(action__startswith="approval").exists()
+
+    # Asking again after the merge: refused, nothing changes.
+    from approvals.gate import ApprovalError
+
+    with pytest.raises(ApprovalError):
+        request_merge(pr, team.engineer)
+
+
+def test_a_merge_approved_after_the_pr_was_merged_elsewhere_fails_with_the_reason(
+    publishing, create_session, team
+):
+    from sessions.pulls import mark_merged, request_merge
+
+    code, summary, err = create_session("--prompt", "add a greeting", "--agent-command", AGENT,
+                                        "--inline", "--as", "engineer")  # fmt: skip
+    assert code == 0, err
+    pr = PullRequest.objects.get(session_id=summary["id"])
+    approval = request_merge(pr, team.engineer)
+    gate.approval_decide(approval=approval, user=team.reviewer, approve=True)
+    mark_merged(pr, merge_sha="f" * 40)  # e.g. merged on the code host meanwhile
+    gate.execute_approval(approval.pk)
+    approval.refresh_from_db()
+    assert approval.state == ApprovalRequest.State.FAILED
+    assert "already merged" in approval.result["error"]
+    assert "greeting.txt" not in publishing.upstream.git("ls-tree", "--name-only", "main")
+
+
+def test_the_session_page_shows_the_pull_request_and_a_merge_button(
+    publishing, create_session, team, client
+):
+    code, summary, err = create_session("--prompt", "add a greeting", "--agent-command", AGENT,
+                                        "--inline", "--as", "engineer")  # fmt: skip
+    session = Session.objects.get(pk=summary["id"])
+    client.force_login(team.engineer)
+    page = client.get(session.get_absolute_url()).content.decode()
+    assert "Request merge" in page and session.pull_request.branch in page
+    response = client.post(f"/sessions/{session.pk}/merge/", follow=True)
+    assert "Merge requested" in response.content.decode()
+    assert ApprovalRequest.objects.filter(session=session, action="merge_pr").count() == 1
+    client.force_login(team.outsider)
+    assert client.post(f"/sessions/{session.pk}/merge/").status_code == 404
+
+
+def test_a_branch_taken_on_the_remote_is_left_alone_and_another_name_used(
+    publishing, create_session, monkeypatch
+):
+    from sessions import pulls
+
+    monkeypatch.setattr(pulls, "branch_name", lambda session: "inspect/taken")
+    upstream = publishing.upstream
+    foreign = upstream.git("commit-tree", "HEAD^{tree}", "-p", "HEAD", "-m", "not ours").strip()
+    upstream.git("branch", "inspect/taken", foreign)  # someone else's work under that name
+    code, summary, err = create_session("--prompt", "add a greeting", "--agent-command", AGENT,
+                                        "--inline", "--as", "engineer")  # fmt: skip
+    assert code == 0, err
+    assert summary["state"] == "pr_open"
+    pr = PullRequest.objects.get(session_id=summary["id"])
+    assert pr.branch == "inspect/taken-2"
+    assert upstream.git("rev-parse", "inspect/taken").strip() == foreign
+    assert upstream.git("rev-parse", "inspect/taken-2").strip() == pr.head_sha
+    notes = Event.objects.filter(session_id=pr.session_id, kind="status", payload__phase="publish")
+    assert "already exists on the remote" in notes.get().payload["message"]
