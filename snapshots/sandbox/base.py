@@ -21,6 +21,7 @@ each other, so callers must not depend on cross-stream order finer than that.
 from __future__ import annotations
 
 import posixpath
+import socket
 import time
 from abc import ABC, abstractmethod
 from collections.abc import Iterator, Mapping, Sequence
@@ -378,6 +379,15 @@ class Sandbox(ABC):
         env: Mapping[str, str] | None = None,
         cwd: str | None = None,
     ) -> Pty: ...
+
+    def connect_port(self, port: int, *, timeout: float = 10.0) -> socket.socket:
+        """A byte stream to TCP ``port`` on the sandbox's own loopback (127.0.0.1), e.g. the
+        live preview of the application running inside. Raises ConnectionRefusedError when
+        nothing listens there, SandboxError when this backend cannot reach into its sandboxes.
+        """
+        raise SandboxError(
+            f"the {self.backend_name} backend cannot connect to ports inside its sandboxes"
+        )
 
     @abstractmethod
     def read_file(self, path: str) -> bytes: ...

@@ -98,6 +98,7 @@ ETC_FILES = (
     "services",
     "terminfo",
     "bash.bashrc",
+    "chromium.d",  # Debian's /usr/bin/chromium wrapper sources it (screenshots)
     "inputrc",
     "profile",
     "os-release",
@@ -337,6 +338,10 @@ class LocalSandbox(Sandbox):
             raise SandboxError(f"cannot start command: {msg}")
         if err == "escape":
             raise PathEscapesWorkspace(path, msg)
+        if err in ("ECONNREFUSED", "ETIMEDOUT"):
+            raise ConnectionRefusedError(
+                f"nothing answers on port {req.get('port')} inside sandbox {self.id}"
+            )
         if err == "notfound":
             raise FileNotFoundError(f"{path}: no such file or directory in the sandbox")
         if err == "EISDIR":
@@ -403,6 +408,15 @@ class LocalSandbox(Sandbox):
         }
         _, sock = self._request(req)
         return LocalPty(sock)
+
+    def connect_port(self, port: int, *, timeout: float = 10.0) -> socket.socket:
+        """Through the command server, which connects from inside the sandbox's network
+        namespace (so it works under bubblewrap and gVisor alike, whatever the egress mode)."""
+        port = int(port)
+        if not 0 < port < 65536:
+            raise ValueError(f"not a TCP port: {port}")
+        _, sock = self._request({"op": "connect", "port": port, "timeout": timeout})
+        return sock
 
     # -- files ----------------------------------------------------------------------------
 

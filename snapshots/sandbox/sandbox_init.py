@@ -12,6 +12,7 @@ project (the project is not inside the sandbox). ``protocol`` helpers are duplic
 
 Frames: 1 type byte + 4-byte big-endian length + payload.
   client -> server: J request json, D data, K kill, I pty input, R resize json
+  (after the ok reply to a `connect` request the connection carries raw bytes, no frames)
   server -> client: J reply json, D data, O stdout, E stderr, P pty output, X exit json
 """
 
@@ -396,7 +397,25 @@ def op_ping(conn, lock, req):
     send(conn, lock, b"J", jdump({"ok": True, "pid": os.getpid(), "started": STARTED}))
 
 
-OPS = {"exec": op_exec, "read": op_read, "write": op_write, "list": op_list, "ping": op_ping}
+def op_connect(conn, lock, req):
+    """A byte stream to a TCP port on the sandbox's own loopback (the live preview's door):
+    reply ok, then relay raw bytes both ways until either side closes."""
+    upstream = socket.create_connection(
+        ("127.0.0.1", int(req["port"])), timeout=req.get("timeout") or 10
+    )
+    upstream.settimeout(None)
+    send(conn, lock, b"J", jdump({"ok": True}))
+    relay(conn, upstream)
+
+
+OPS = {
+    "exec": op_exec,
+    "read": op_read,
+    "write": op_write,
+    "list": op_list,
+    "ping": op_ping,
+    "connect": op_connect,
+}
 
 
 def handle(conn):
