@@ -11,6 +11,7 @@ import contextlib
 import errno
 import logging
 import os
+import shlex
 import shutil
 import time
 from collections.abc import Callable
@@ -33,6 +34,8 @@ log = logging.getLogger(__name__)
 LOG_HEAD = 20_000
 LOG_TAIL = 40_000
 LOCK_SECONDS = 3 * 3600
+# Never a change a person made: what running Python, its tests and linters leave behind.
+TOOL_CACHES = ("__pycache__/", "*.py[cod]", ".pytest_cache/", ".ruff_cache/", ".mypy_cache/")
 
 
 class BuildFailed(Exception):
@@ -158,9 +161,12 @@ def _build(repository: Repository, branch: str, build_log: BuildLog) -> Snapshot
                         )
                 # What setup made (dependencies, build output) is the baseline, not a change:
                 # keep it out of every session's diff and commits.
+                # So are the caches that running code and tests leave (byte-code, test caches).
                 sandbox.run(
                     "git -c safe.directory=* ls-files --others --exclude-standard --directory"
-                    " | sed 's|^|/|' >> .git/info/exclude",
+                    " | sed 's|^|/|' >> .git/info/exclude"
+                    f" && printf '%s\\n' {' '.join(map(shlex.quote, TOOL_CACHES))}"
+                    " >> .git/info/exclude",
                     cwd="/workspace",
                 )
                 measured = sandbox.run("du -sb . | cut -f1; find . -xdev | wc -l", cwd="/workspace")

@@ -53,6 +53,13 @@ def test_the_setup_output_is_not_part_of_the_diff(ready_repo, create_session):
     assert summary["diff"]["paths"] == []
 
 
+def test_caches_left_by_running_the_code_are_not_part_of_the_diff(ready_repo, create_session):
+    agent = "printf 'X = 1\\n' > mod.py && python3 -c 'import mod' && mkdir .pytest_cache"
+    code, summary, err = create_session("--prompt", "add mod", "--agent-command", agent, "--inline")
+    assert code == 0, err
+    assert summary["diff"]["paths"] == ["mod.py"]
+
+
 def test_the_commit_is_authored_by_the_prompts_author_with_the_agent_as_co_author(
     ready_repo, create_session, inspect_cli
 ):
