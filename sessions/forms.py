@@ -18,7 +18,14 @@ class MultipleImageInput(forms.ClearableFileInput):
 class NewSessionForm(forms.Form):
     repository = forms.ModelChoiceField(queryset=None, empty_label=None)
     branch = forms.CharField(required=False, help_text="Empty: the repository's default branch.")
-    agent = forms.ChoiceField(choices=[])
+    agent = forms.ChoiceField(
+        choices=[], required=False, help_text="Default: the repository's, else the site's."
+    )
+    model = forms.CharField(
+        required=False,
+        max_length=200,
+        help_text="For the built-in agent: the model to ask (empty: INSPECT_LLM_MODEL).",
+    )
     agent_command = forms.CharField(
         required=False, help_text="For the command agent: the command that does the work."
     )
@@ -35,7 +42,7 @@ class NewSessionForm(forms.Form):
     def __init__(self, *args, repositories, **kwargs) -> None:
         super().__init__(*args, **kwargs)
         self.fields["repository"].queryset = repositories
-        self.fields["agent"].choices = [(name, name) for name in RUNTIME_NAMES]
+        self.fields["agent"].choices = [("", "default")] + [(n, n) for n in RUNTIME_NAMES]
         self.saved_images: list[str] = []
 
     def clean_prompt(self) -> str:

@@ -68,6 +68,14 @@ def _enqueue(session_id: int) -> None:
     transaction.on_commit(lambda: run_session.delay(session_id))
 
 
+def default_agent(repository: Repository, *, agent_command: str = "") -> str:
+    """The agent a session gets when none is named: the command agent when a command is given,
+    else the repository's default, else the site's."""
+    if agent_command:
+        return "command"
+    return repository.default_agent or settings.DEFAULT_AGENT
+
+
 def session_create(
     *,
     repository: Repository,
@@ -83,7 +91,7 @@ def session_create(
     """Start a session with its first prompt; the turn is queued for a worker after commit."""
     access.require_repo_permission(creator, repository, roles.START_SESSION)
     text = _check_prompt(prompt)
-    agent = agent or ("command" if agent_command else settings.DEFAULT_AGENT)
+    agent = agent or default_agent(repository, agent_command=agent_command)
     try:
         validate_agent(agent, agent_command, model=model)
     except AgentError as exc:

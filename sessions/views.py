@@ -75,6 +75,7 @@ def session_new(request: HttpRequest) -> HttpResponse:
                 prompt=form.prompt_with_attachments(),
                 agent=data["agent"],
                 agent_command=data["agent_command"],
+                model=data["model"].strip(),
                 branch=data["branch"] or None,
             )
         except services.SessionError as exc:

@@ -31,6 +31,12 @@ class Repository(models.Model):
     refresh_minutes = models.PositiveIntegerField(
         default=30, help_text="How often the snapshot is rebuilt (the recipe's value wins)."
     )
+    default_agent = models.CharField(
+        max_length=20,
+        blank=True,
+        choices=[(name, name) for name in ("builtin", "opencode", "claude-code", "codex")],
+        help_text="Agent for new sessions here; empty: the site's INSPECT_DEFAULT_AGENT.",
+    )
     created_at = models.DateTimeField(auto_now_add=True)
 
     class Meta:

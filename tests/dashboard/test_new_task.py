@@ -81,3 +81,33 @@ def test_the_list_filters_and_searches(client, team):
     assert "Bump deps" in page and "Fix login" not in page
     page = client.get(reverse("sessions:list") + "?mine=1").content.decode()
     assert "Fix login" in page and "Bump deps" not in page
+
+
+def test_the_default_agent_is_the_repositorys_then_the_sites(client, team, settings):
+    settings.LLM_BASE_URL = "http://127.0.0.1:9/v1"  # a local endpoint: builtin needs no key
+    settings.LLM_API_KEY = ""
+    client.force_login(team.engineer)
+    page = client.get(reverse("sessions:new")).content.decode()
+    assert '<option value="" selected>default</option>' in page
+    team.repository.default_agent = "builtin"
+    team.repository.save()
+    response = client.post(
+        reverse("sessions:new"),
+        {"repository": team.repository.pk, "agent": "", "model": "qwen2.5-coder",
+         "prompt": "add a README"},
+    )  # fmt: skip
+    session = Session.objects.get()
+    assert response.status_code == 302, response.content.decode()
+    assert (session.agent, session.model) == ("builtin", "qwen2.5-coder")
+
+
+def test_a_missing_model_key_for_the_default_agent_is_explained(client, team, settings):
+    settings.DEFAULT_AGENT = "claude-code"
+    settings.ANTHROPIC_API_KEY = ""
+    client.force_login(team.engineer)
+    response = client.post(
+        reverse("sessions:new"), {"repository": team.repository.pk, "prompt": "add a README"}
+    )
+    assert response.status_code == 200
+    assert "ANTHROPIC_API_KEY" in response.content.decode()
+    assert not Session.objects.exists()
