@@ -2,6 +2,7 @@ from django.contrib import admin
 from django.urls import include, path
 
 from inspect_web import health, views
+from sessions.views import github_webhook
 
 urlpatterns = [
     path("", views.home, name="home"),
@@ -9,11 +10,13 @@ urlpatterns = [
     path("metrics/review-time/<int:pr_id>/", views.review_time, name="metrics-review-time"),
     path("healthz", health.healthz, name="healthz"),
     path("sessions/", include("sessions.urls")),
+    path("sessions/", include("sessions.sandbox_urls")),  # screenshots, live preview
     path("snapshots/", include("snapshots.urls")),
     path("approvals/", include("approvals.urls")),
     path("automations/", include("automations.urls")),
     path("api/", include("api.urls")),
     path("slack/", include("integrations.urls")),
+    path("webhooks/github/", github_webhook, name="github-webhook"),
     path("account/tokens/", include("api.account_urls")),
     path("accounts/", include("allauth.urls")),
     path("admin/", admin.site.urls),

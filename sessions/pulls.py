@@ -102,6 +102,16 @@ def _export_commits(session: Session, sandbox: Sandbox) -> str:
     return head
 
 
+def published_head(session: Session) -> str:
+    """The commit this session last handed to its code host ("" if none)."""
+    try:
+        mirror_dir = mirror.mirror_path(session.repository.name)
+        return mirror.git("rev-parse", "--verify", "--quiet", publish_ref(session.pk),
+                          cwd=mirror_dir).strip()  # fmt: skip
+    except (mirror.MirrorError, OSError):
+        return ""
+
+
 def _push(host, session: Session, branch: str, *, renaming: bool) -> str:
     """Push to `branch`; before the PR exists, a name taken on the remote by someone else's
     commits is left alone and the next free `-2`, `-3`… is used instead. Returns the branch."""
@@ -110,7 +120,12 @@ def _push(host, session: Session, branch: str, *, renaming: bool) -> str:
         try:
             host.push(session.pk, name)
         except BranchTaken as exc:
-            if not renaming or attempt == RENAME_ATTEMPTS:
+            if not renaming:
+                raise CodeHostError(
+                    f"{exc}; take those commits into the session or drop them on the code host, "
+                    "then send another prompt"
+                ) from None
+            if attempt == RENAME_ATTEMPTS:
                 raise CodeHostError(
                     f"{exc}; rename or delete it, then send another prompt"
                 ) from None

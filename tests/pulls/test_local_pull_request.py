@@ -112,6 +112,7 @@ def test_the_session_page_shows_the_pull_request_and_a_merge_button(
     client.force_login(team.engineer)
     page = client.get(session.get_absolute_url()).content.decode()
     assert "Request merge" in page and session.pull_request.branch in page
+    assert f"pull request opened: <code>{session.pull_request.branch}</code>" in page
     response = client.post(f"/sessions/{session.pk}/merge/", follow=True)
     assert "Merge requested" in response.content.decode()
     assert ApprovalRequest.objects.filter(session=session, action="merge_pr").count() == 1
