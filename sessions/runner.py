@@ -23,6 +23,7 @@ from sessions.agents.children import SessionChildren
 from sessions.events import EventWriter, append_event
 from sessions.lease import DriverLease
 from sessions.models import Prompt, Session, State
+from sessions.screenshots import capture_turn_screenshots
 from sessions.workspace_git import commit_turn, diff_against
 from snapshots import mirror
 from snapshots.backends import sandbox_backend
@@ -209,6 +210,7 @@ class TurnRunner:
             self._capture_diff(sandbox)
             if not stopped:
                 self._verify(sandbox)
+                capture_turn_screenshots(self.session, sandbox, self.prompt)
             self._snapshot(sandbox)
             self.timings["turn_ms"] = round((time.monotonic() - self.started) * 1000, 2)
             self._save(

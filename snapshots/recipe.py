@@ -35,9 +35,16 @@ class RecipeError(ValueError):
 
 @dataclass(frozen=True)
 class Preview:
+    """How the application runs inside the sandbox: `command` starts it (in the background),
+    `url` is where it answers (on the sandbox's loopback), `ready_path` is polled until it
+    answers, `paths` are the pages screenshotted after a turn that touches the `ui` globs."""
+
     command: str
     url: str
     ready_path: str = "/"
+    paths: tuple[str, ...] = ("/",)
+    window: tuple[int, int] = (1280, 800)
+    ready_seconds: int = 60
 
 
 @dataclass(frozen=True)
@@ -64,6 +71,46 @@ def _commands(data: dict, key: str, where: str) -> tuple[str, ...]:
     return tuple(value)
 
 
+_PREVIEW_KEYS = {"command", "url", "ready_path", "paths", "window", "ready_seconds"}
+
+
+def _preview(data: dict, where: str) -> Preview:
+    unknown = sorted(set(data) - _PREVIEW_KEYS)
+    if unknown:
+        raise RecipeError(
+            f"{where}: unknown key preview.{unknown[0]}; known keys are "
+            + ", ".join(sorted(_PREVIEW_KEYS))
+        )
+    url = str(data["url"])
+    if not url.startswith(("http://127.0.0.1:", "http://localhost:")):
+        raise RecipeError(
+            f"{where}: preview.url must be http://127.0.0.1:PORT/ (the sandbox's own loopback)"
+        )
+    paths = data.get("paths", ["/"])
+    if not isinstance(paths, list) or not all(
+        isinstance(p, str) and p.startswith("/") for p in paths
+    ):
+        raise RecipeError(f"{where}: preview.paths must be a list of paths starting with '/'")
+    window = data.get("window", [1280, 800])
+    if (
+        not isinstance(window, list)
+        or len(window) != 2
+        or not all(isinstance(v, int) and 100 <= v <= 4000 for v in window)
+    ):
+        raise RecipeError(f"{where}: preview.window must be [width, height], 100 to 4000 pixels")
+    ready = data.get("ready_seconds", 60)
+    if not isinstance(ready, int) or isinstance(ready, bool) or not 1 <= ready <= 600:
+        raise RecipeError(f"{where}: preview.ready_seconds must be a whole number from 1 to 600")
+    return Preview(
+        command=str(data["command"]),
+        url=url,
+        ready_path=str(data.get("ready_path", "/")),
+        paths=tuple(paths),
+        window=(window[0], window[1]),
+        ready_seconds=ready,
+    )
+
+
 def parse_recipe(text: str, *, where: str = RECIPE_PATH) -> Recipe:
     """Parse recipe TOML. Raises RecipeError with the location of the problem."""
     try:
@@ -79,11 +126,7 @@ def parse_recipe(text: str, *, where: str = RECIPE_PATH) -> Recipe:
     if preview is not None:
         if not isinstance(preview, dict) or not {"command", "url"} <= set(preview):
             raise RecipeError(f"{where}: 'preview' needs a command and a url")
-        preview = Preview(
-            command=str(preview["command"]),
-            url=str(preview["url"]),
-            ready_path=str(preview.get("ready_path", "/")),
-        )
+        preview = _preview(preview, where)
     egress = data.get("egress", {"mode": "none"})
     if not isinstance(egress, dict):
         raise RecipeError(f"{where}: 'egress' must be a table like {{ mode = \"none\" }}")

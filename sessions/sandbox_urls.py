@@ -1,0 +1,12 @@
+"""Routes into a session's sandbox: screenshots and the live preview (under /sessions/)."""
+
+from django.urls import path, re_path
+
+from sessions import sandbox_views
+
+app_name = "sandbox"
+urlpatterns = [
+    path("<int:pk>/screenshots/<str:key>.png", sandbox_views.screenshot_image, name="screenshot"),
+    path("<int:pk>/preview", sandbox_views.preview_proxy, name="preview-root"),
+    re_path(r"^(?P<pk>\d+)/preview/(?P<path>.*)$", sandbox_views.preview_proxy, name="preview"),
+]

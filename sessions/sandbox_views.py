@@ -1,0 +1,82 @@
+"""Views into a session's sandbox: its screenshots and its live preview. Members only (404 for
+everyone else, as for a session that does not exist)."""
+
+from __future__ import annotations
+
+import re
+
+from django.contrib.auth.decorators import login_required
+from django.core.files.storage import default_storage
+from django.http import FileResponse, Http404, HttpRequest, HttpResponse
+from django.shortcuts import redirect
+from django.views.decorators.csrf import csrf_exempt
+
+from approvals.audit import record
+from inspect_web import access
+from sessions import preview as live
+from sessions.models import Session
+from sessions.screenshots import artifact_name, preview_port
+
+KEY = re.compile(r"^[0-9a-f]{32}$")
+
+
+@login_required
+def screenshot_image(request: HttpRequest, pk: int, key: str) -> HttpResponse:
+    """One screenshot's PNG."""
+    session = access.get_visible_or_404(request.user, Session.objects.all(), pk=pk)
+    name = artifact_name(session.pk, key)
+    if not KEY.match(key) or not default_storage.exists(name):
+        raise Http404("No such screenshot in this session.")
+    response = FileResponse(default_storage.open(name, "rb"), content_type="image/png")
+    response["Cache-Control"] = "private, max-age=86400, immutable"
+    return response
+
+
+# The previewed application may post forms to itself; the dashboard's CSRF token is not its.
+# It is safe to exempt: the request reaches only the sandbox, never the dashboard's state, and
+# the viewer's cookies are not forwarded.
+@csrf_exempt
+@login_required
+def preview_proxy(request: HttpRequest, pk: int, path: str = "") -> HttpResponse:
+    """The session's running application, proxied from inside its sandbox."""
+    session = access.get_visible_or_404(
+        request.user, Session.objects.select_related("snapshot", "repository"), pk=pk
+    )
+    prefix = f"/sessions/{session.pk}/preview/"
+    if not request.path.startswith(prefix):
+        return redirect(prefix)
+    try:
+        preview = live.session_preview(session)
+        sandbox = live.live_sandbox(session)
+        try:
+            sock = live.open_preview(sandbox, preview, start=False)
+        except live.PreviewUnavailable:
+            record(
+                "preview.start",
+                actor=request.user,
+                session=session,
+                object_type="session",
+                object_id=session.pk,
+                data={"command": preview.command},
+            )
+            sock = live.open_preview(sandbox, preview)
+        target = "/" + path + (f"?{request.META['QUERY_STRING']}" if request.GET else "")
+        proxied = live.forward(
+            sock,
+            method=request.method or "GET",
+            target=target,
+            headers=dict(request.headers),
+            body=request.body,
+            port=preview_port(preview),
+            prefix=prefix,
+        )
+    except live.PreviewUnavailable as exc:
+        if exc.status == 404:
+            raise Http404(str(exc)) from None
+        return HttpResponse(str(exc), status=exc.status, content_type="text/plain; charset=utf-8")
+    response = HttpResponse(proxied.body, status=proxied.status, reason=proxied.reason)
+    for name, value in proxied.headers:
+        response[name] = value
+    response["Content-Security-Policy"] = live.CONFINE
+    response["Cache-Control"] = "private, no-store"
+    return response
