@@ -26,6 +26,7 @@ run: $(VENV)/.installed system-packages
 test: $(VENV)/.installed system-packages
 	$(BIN)/ruff check .
 	$(BIN)/ruff format --check .
+	PYTHON=$(BIN)/python scripts/security-checks
 	INSPECT_DATA_DIR=$(CURDIR)/var/test $(BIN)/python -m pytest $(PYTEST_ARGS)
 
 lint: $(VENV)/.installed
