@@ -195,9 +195,29 @@ class Terminal:
                 sys.stderr.flush()
 
 
+# Control characters an agent's output may carry (ANSI/OSC escapes that retitle the window,
+# clear the screen, write the clipboard or hide text; carriage returns that overwrite a line):
+# shown as caret notation (ESC is ^[), never passed to the terminal.
+_CONTROLS = {c: f"^{chr(c + 64)}" for c in range(32) if chr(c) not in "\n\t"}
+_CONTROLS.update({0x7F: "^?", **{c: f"\\x{c:02x}" for c in range(0x80, 0xA0)}})
+
+
+def inert(value: Any) -> Any:
+    """`value` (a string, or strings inside lists and dicts) with control characters made
+    visible, so printing it cannot drive the terminal."""
+    if isinstance(value, str):
+        return value.translate(_CONTROLS)
+    if isinstance(value, dict):
+        return {k: inert(v) for k, v in value.items()}
+    if isinstance(value, list):
+        return [inert(v) for v in value]
+    return value
+
+
 def describe(event: dict, term: Terminal) -> str | None:
-    """One terminal line for an event (None: not worth a line)."""
-    kind, p = event["kind"], event.get("payload") or {}
+    """One terminal line for an event (None: not worth a line); what the server sent is
+    printed inert (see `inert`)."""
+    kind, p = event["kind"], inert(event.get("payload") or {})
     seq = term.paint(f"{event['seq']:>5}", "dim")
     if kind == "status":
         if "to" in p:
@@ -267,7 +287,7 @@ def watch(ctx: Context, session_id: int, *, after: int = 0) -> int:
 
 
 def outcome(ctx: Context, session_id: int) -> int:
-    session = ctx.api.call("GET", f"/api/sessions/{session_id}/")
+    session = inert(ctx.api.call("GET", f"/api/sessions/{session_id}/"))
     term = ctx.term
     state, verification = session["state"], session["verification"]
     if state in {"failed", "cancelled"}:
@@ -322,7 +342,7 @@ def cmd_sessions(args: argparse.Namespace, ctx: Context) -> int:
         return OK
     if not sessions:
         ctx.term.line("No sessions.")
-    for s in sessions:
+    for s in inert(sessions):
         ctx.term.line(f"#{s['id']:<6} {s['state']:<12} {s['repository']:<20} {s['title'][:60]}")
     return OK
 
@@ -390,7 +410,7 @@ def main(argv: list[str] | None = None) -> int:
         config = load_config()
         return HANDLERS[args.command](args, Context(Api(config["url"], config["token"]), term))
     except CliError as exc:
-        print(f"inspect: {exc}", file=sys.stderr)
+        print(f"inspect: {inert(str(exc))}", file=sys.stderr)
         return exc.code
     except KeyboardInterrupt:
         print(file=sys.stderr)

@@ -5,49 +5,10 @@ from __future__ import annotations
 
 import json
 import stat
-import subprocess
-import sys
-from pathlib import Path
 
 import pytest
 
-from tests.streaming.conftest import running_daphne
-
 pytestmark = pytest.mark.django_db(transaction=True)
-
-INSPECT = str(Path(sys.executable).parent / "inspect")
-
-
-@pytest.fixture
-def server(transactional_db, tmp_path):
-    with running_daphne(tmp_path / "daphne.log") as daphne:
-        yield daphne.http_url.rstrip("/")
-
-
-@pytest.fixture
-def inspect(tmp_path):
-    """Run the console script with a config dir of its own; returns the CompletedProcess."""
-    home = tmp_path / "home"
-    home.mkdir()
-
-    def run(*args: str, timeout: float = 120) -> subprocess.CompletedProcess:
-        env = {"PATH": "/usr/bin:/bin", "HOME": str(home), "XDG_CONFIG_HOME": str(home / "cfg")}
-        return subprocess.run(
-            [INSPECT, *args], env=env, capture_output=True, text=True, timeout=timeout
-        )
-
-    run.config = home / "cfg" / "inspect" / "config.json"
-    return run
-
-
-@pytest.fixture
-def logged_in(inspect, server, team):
-    from api.tokens import token_create
-
-    _, token = token_create(user=team.engineer, name="cli")
-    result = inspect("login", server, "--token", token)
-    assert result.returncode == 0, result.stderr
-    return inspect
 
 
 def test_login_verifies_the_token_and_keeps_it_private(inspect, server, team):
@@ -122,3 +83,12 @@ def test_refusals_are_one_line_with_exit_3(logged_in, team):
     assert "Traceback" not in result.stderr
     result = logged_in("watch", "999999")
     assert result.returncode == 3 and "not a member of its repository" in result.stderr
+
+
+def test_run_watch_exits_4_when_the_session_fails(logged_in, team, start_celery):
+    start_celery("worker")  # `widgets` has no snapshot here, so the turn cannot start
+    result = logged_in("run", "widgets", "hi", "--watch", "--agent-command", "true")
+    assert result.returncode == 4, result.stdout + result.stderr
+    assert "→ failed" in result.stdout
+    assert result.stdout.splitlines()[-1].startswith("session #")
+    assert " failed: " in result.stdout.splitlines()[-1]

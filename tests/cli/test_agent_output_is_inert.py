@@ -1,0 +1,25 @@
+"""Agent output carrying terminal escape sequences reaches `inspect watch` inert: the escapes
+are stored as the agent wrote them but printed visibly (^[), so they cannot retitle the window,
+clear the screen or overwrite lines in the reader's terminal."""
+
+from __future__ import annotations
+
+import pytest
+
+from sessions.models import Event
+
+pytestmark = pytest.mark.django_db(transaction=True)
+
+HOSTILE = r"printf 'title\033]0;pwned\007 clear\033[2J red\033[31mX\rfake\n'"
+
+
+def test_escape_sequences_in_agent_output_are_printed_inert(logged_in, ready_repo, start_celery):
+    start_celery("worker")
+    result = logged_in("run", "widgets", "be hostile", "--watch", "--agent-command", HOSTILE)
+    assert result.returncode == 0, result.stdout + result.stderr
+    assert "\x1b" not in result.stdout and "\x07" not in result.stdout
+    assert "\r" not in result.stdout
+    assert "title^[]0;pwned^G clear^[[2J red^[[31mX^Mfake" in result.stdout
+    payloads = Event.objects.filter(kind="output").values_list("payload", flat=True)
+    stored = [p.get("text") or p.get("line") or "" for p in payloads]
+    assert any("\x1b]0;pwned\x07" in text for text in stored)  # kept verbatim; shown inert
