@@ -1,6 +1,8 @@
 from django.contrib import admin
 
-from approvals.models import ApprovalRequest, AuditEntry
+from approvals.models import ApprovalPolicy, ApprovalRequest, AuditEntry
+from snapshots.admin import RepositoryAdmin
+from snapshots.models import Repository
 
 
 @admin.register(ApprovalRequest)
@@ -27,3 +29,28 @@ class AuditEntryAdmin(admin.ModelAdmin):
 
     def has_delete_permission(self, request, obj=None) -> bool:
         return False
+
+
+@admin.register(ApprovalPolicy)
+class ApprovalPolicyAdmin(admin.ModelAdmin):
+    """Read-only here: a policy is set with `manage.py inspect policy set`, which parses it,
+    checks the repository role and audits the change."""
+
+    list_display = ["repository", "updated_by", "updated_at"]
+
+    def has_add_permission(self, request) -> bool:
+        return False
+
+    def has_change_permission(self, request, obj=None) -> bool:
+        return False
+
+
+# A recipe's egress may only widen through the approval gate (`manage.py inspect recipe set`),
+# so the repository form shows the override but does not let anyone edit it in place.
+class GatedRepositoryAdmin(RepositoryAdmin):
+    def get_readonly_fields(self, request, obj=None):
+        return [*super().get_readonly_fields(request, obj), "recipe_override"]
+
+
+admin.site.unregister(Repository)
+admin.site.register(Repository, GatedRepositoryAdmin)

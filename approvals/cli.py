@@ -1,5 +1,5 @@
-"""`manage.py inspect audit|approval|secret …`: the audit log, decisions and secrets from the
-shell."""
+"""`manage.py inspect audit|approval|policy|recipe|secret …`: the audit log, decisions, the
+approval policy, the gated recipe (egress) and secrets from the shell."""
 
 from __future__ import annotations
 
@@ -11,7 +11,9 @@ from django.core.exceptions import PermissionDenied, ValidationError
 from django.core.management.base import CommandError
 
 from approvals import audit, gate
-from approvals.models import ApprovalRequest, RepositorySecret
+from approvals.egress import current_recipe, recipe_override_set
+from approvals.models import ApprovalPolicy, ApprovalRequest, RepositorySecret
+from approvals.policy import PolicyError, policy_set
 from approvals.secrets import SecretsUnavailable, secret_delete, secret_set
 
 
@@ -44,6 +46,26 @@ def register(areas, command) -> None:
     decide.add_argument("decision", choices=["approve", "reject"])
     decide.add_argument("--reason", default="")
     decide.add_argument("--as", dest="as_user", metavar="USER", help="decide as this user")
+
+    policy = areas.add_parser("policy", help="a repository's approval policy").add_subparsers(
+        dest="action", metavar="ACTION", required=True
+    )
+    show = sub(policy, "show", policy_show, "print the policy (TOML; the default if none is set)")
+    show.add_argument("repo")
+    put_policy = sub(policy, "set", policy_put, "replace the policy (TOML from --file or stdin)")
+    put_policy.add_argument("repo")
+    put_policy.add_argument("--file", metavar="PATH", help="read the TOML from this file")
+    put_policy.add_argument("--as", dest="as_user", metavar="USER")
+
+    recipe = areas.add_parser(
+        "recipe", help="a repository's dashboard recipe (wider egress waits for approval)"
+    ).add_subparsers(dest="action", metavar="ACTION", required=True)
+    show = sub(recipe, "show", recipe_show, "print the recipe override and the egress in force")
+    show.add_argument("repo")
+    put_recipe = sub(recipe, "set", recipe_put, "set the override (TOML; empty clears it)")
+    put_recipe.add_argument("repo")
+    put_recipe.add_argument("--file", metavar="PATH", help="read the TOML from this file")
+    put_recipe.add_argument("--as", dest="as_user", metavar="USER")
 
     secret = areas.add_parser("secret", help="repository secrets").add_subparsers(
         dest="action", metavar="ACTION", required=True
@@ -147,6 +169,91 @@ def _repository(name: str):
     from snapshots.cli import _repository as repository_named
 
     return repository_named(name)
+
+
+def _toml_input(options) -> str:
+    if not options["file"]:
+        return sys.stdin.read()
+    try:
+        with open(options["file"], encoding="utf-8") as f:
+            return f.read()
+    except OSError as exc:
+        raise CommandError(f"cannot read {options['file']}: {exc.strerror}") from None
+
+
+def policy_show(command, options) -> int:
+    repository = _repository(options["repo"])
+    row = ApprovalPolicy.objects.filter(repository=repository).first()
+    if row is None:
+        command.stdout.write(f"# {repository.name} has no policy of its own; the default is:")
+        command.stdout.write(_default_policy_text())
+    else:
+        command.stdout.write(row.text.rstrip("\n"))
+    return 0
+
+
+def _default_policy_text() -> str:
+    from approvals.policy import DEFAULT_POLICY as p
+
+    def strings(values) -> str:
+        return "[" + ", ".join(f'"{v}"' for v in values) + "]"
+
+    return (
+        f"require = {strings(p.require)}\n"
+        f"irreversible_commands = {strings(p.irreversible_commands)}\n"
+        f"protected_branches = {strings(p.protected_branches)}\n"
+        f"expire_hours = {p.expire_hours}\n"
+        f"wait_seconds = {p.wait_seconds}"
+    )
+
+
+def policy_put(command, options) -> int:
+    repository = _repository(options["repo"])
+    try:
+        policy_set(repository=repository, text=_toml_input(options), by=_user(options["as_user"]))
+    except PolicyError as exc:
+        raise CommandError(f"{exc}; the policy of {repository.name} is unchanged") from None
+    except PermissionDenied as exc:
+        raise CommandError(str(exc)) from None
+    command.stdout.write(f"approval policy of {repository.name} saved (audited)")
+    return 0
+
+
+def recipe_show(command, options) -> int:
+    from snapshots.recipe import RecipeError
+
+    repository = _repository(options["repo"])
+    override = repository.recipe_override.strip()
+    command.stdout.write(override or f"# {repository.name} has no recipe override")
+    try:
+        egress = current_recipe(repository).egress
+    except RecipeError as exc:
+        raise CommandError(str(exc)) from None
+    domains = f" ({', '.join(egress.domains)})" if egress.domains else ""
+    command.stdout.write(f"# egress in force: {egress.mode}{domains}")
+    return 0
+
+
+def recipe_put(command, options) -> int:
+    from snapshots.recipe import RecipeError
+
+    repository = _repository(options["repo"])
+    try:
+        pending = recipe_override_set(
+            repository=repository, text=_toml_input(options), by=_user(options["as_user"])
+        )
+    except RecipeError as exc:
+        raise CommandError(f"{exc}; the recipe of {repository.name} is unchanged") from None
+    except PermissionDenied as exc:
+        raise CommandError(str(exc)) from None
+    if pending is None:
+        command.stdout.write(f"recipe of {repository.name} saved (audited)")
+    else:
+        command.stdout.write(
+            f"this widens egress ({gate.summary(pending)}): approval {pending.pk} is pending; "
+            "it applies once another reviewer approves it"
+        )
+    return 0
 
 
 def secret_put(command, options) -> int:
