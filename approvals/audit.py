@@ -5,7 +5,7 @@ entry's hash and the canonical JSON of its own fields, so changing or removing a
 the chain from there on; `verify` walks it and names the first entry that does not fit. Writers
 take the single `AuditHead` row with SELECT … FOR UPDATE, so concurrent appends chain in turn.
 The ORM refuses updates and deletes (models.AuditQuerySet); on PostgreSQL a trigger refuses them
-too (migration 0003).
+too (migration 0004).
 """
 
 from __future__ import annotations
