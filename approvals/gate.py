@@ -86,6 +86,11 @@ def summary(approval: ApprovalRequest) -> str:
     """One line saying what would happen."""
     payload = approval.payload or {}
     text = payload.get("summary") or payload.get("command") or ""
+    if not text and payload.get("branch") and payload.get("base"):
+        # A merge: which branch goes where, and what it is.
+        text = f"{payload['branch']} → {payload['base']}"
+        if payload.get("title"):
+            text += f" ({payload['title']})"
     return f"{approval.action}: {text}" if text else approval.action
 
 

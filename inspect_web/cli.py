@@ -214,7 +214,7 @@ def inert(value: Any) -> Any:
     return value
 
 
-def describe(event: dict, term: Terminal) -> str | None:
+def describe(event: dict, term: Terminal, base_url: str = "") -> str | None:
     """One terminal line for an event (None: not worth a line); what the server sent is
     printed inert (see `inert`)."""
     kind, p = event["kind"], inert(event.get("payload") or {})
@@ -226,6 +226,12 @@ def describe(event: dict, term: Terminal) -> str | None:
                 text += f" ({p['reason']})"
         elif "stop_requested_by" in p:
             text = f"stop requested by {p['stop_requested_by']}"
+        elif p.get("pr_url"):
+            url = p["pr_url"]
+            url = base_url + url if url.startswith("/") else url  # reviewed on the server itself
+            text = f"pull request {'opened' if p.get('opened') else 'updated'}: {url}"
+        elif p.get("merged"):
+            text = "pull request merged"
         else:
             return None
         return f"{seq} {term.paint(text, 'status')}"
@@ -269,7 +275,7 @@ def watch(ctx: Context, session_id: int, *, after: int = 0) -> int:
     term.start_progress()
     try:
         for event in ctx.api.stream(session_id, after):
-            text = describe(event, term)
+            text = describe(event, term, ctx.api.url)
             if text:
                 term.line(text)
             to = (event.get("payload") or {}).get("to") if event["kind"] == "status" else None

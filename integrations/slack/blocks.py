@@ -23,6 +23,9 @@ def pr_url(session: Session) -> str:
         .values_list("payload__pr_url", flat=True)
         .first()
     )
+    if value and value.startswith("/"):
+        # A pull request reviewed here (a local repository): the link is to this server.
+        value = settings.PUBLIC_URL.rstrip("/") + value
     return value or ""
 
 

@@ -70,3 +70,17 @@ def test_a_second_decision_is_refused_with_a_message(agent_request, team, client
 def test_deciding_only_accepts_post(agent_request, team, client_for):
     response = client_for(team.reviewer).get(reverse("approvals:decide", args=[agent_request.pk]))
     assert response.status_code == 405
+
+
+def test_a_merge_request_says_which_branch_goes_where(agent_session, team, client_for):
+    from approvals import gate
+
+    gate.request_approval(
+        action="merge_pr",
+        payload={"branch": "inspect/1-ship-it", "base": "main", "title": "ship it"},
+        session=agent_session,
+        requested_by=team.engineer,
+        prompt_author=team.engineer,
+    )
+    page = client_for(team.reviewer).get(reverse("approvals:inbox")).content.decode()
+    assert "merge_pr: inspect/1-ship-it → main (ship it)" in page

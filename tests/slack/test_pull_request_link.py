@@ -31,3 +31,12 @@ def test_the_pr_link_reaches_the_thread_once(team, fake_slack):
     assert len(posted) == 1
     assert posted[0]["body"]["thread_ts"] == "100.1"
     assert posted[0]["body"]["text"] == f"Pull request opened: {PR}"
+
+
+def test_a_pull_request_reviewed_here_is_linked_absolutely(team, fake_slack):
+    session = Session.objects.create(repository=team.repository, creator=team.engineer, title="t")
+    SlackThread.objects.create(session=session, channel_id="C1", thread_ts="9.1", status_ts="9.2")
+    append_event(session.pk, "status", {"pr_url": f"/sessions/{session.pk}/#pull-request"})
+    status_update(session.pk)
+    link = f"https://inspect.example.test/sessions/{session.pk}/#pull-request"
+    assert fake_slack.of("chat.postMessage")[0]["body"]["text"] == f"Pull request opened: {link}"

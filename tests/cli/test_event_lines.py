@@ -1,0 +1,18 @@
+"""What `inspect watch` prints for the events a person follows a session by."""
+
+from inspect_web.cli import Terminal, describe
+
+
+def line(kind: str, payload: dict, base_url: str = "http://inspect.test") -> str | None:
+    return describe({"seq": 12, "kind": kind, "payload": payload}, Terminal(), base_url)
+
+
+def test_state_changes_and_the_pull_request_link_are_shown():
+    assert line("status", {"from": "verifying", "to": "idle"}).endswith("state verifying → idle")
+    opened = line("status", {"pull_request": 1, "pr_url": "/sessions/3/#pull-request",
+                             "opened": True})  # fmt: skip
+    assert opened.endswith("pull request opened: http://inspect.test/sessions/3/#pull-request")
+    updated = line("status", {"pr_url": "https://github.example/o/r/pull/9", "opened": False})
+    assert updated.endswith("pull request updated: https://github.example/o/r/pull/9")
+    assert line("status", {"pull_request": 1, "merged": True}).endswith("pull request merged")
+    assert line("status", {"heartbeat": 1}) is None
