@@ -68,23 +68,22 @@ class LocalHost:
     def __init__(self, repository: Repository) -> None:
         self.repository = repository
 
-    def token(self) -> str | None:
+    def token(self, *, refresh: bool = False) -> str | None:
         return None
+
+    def remote_git(self, *args: str) -> str:
+        """git against the repository's remote, from the mirror, with the host's credentials."""
+        mirror_dir = mirror.mirror_path(self.repository.name)
+        return mirror.git(*args, cwd=mirror_dir, env=git_auth_env(self.token()))
 
     def push(self, session_id: int, branch: str) -> None:
         """Push the session's commits to `branch`, never by force: BranchTaken when the remote
         branch holds commits this session did not make (someone else's work is not lost)."""
-        mirror_dir = mirror.mirror_path(self.repository.name)
-        env = git_auth_env(self.token())
         try:
-            mirror.git(
-                *PUSH, "origin", f"{publish_ref(session_id)}:refs/heads/{branch}",
-                cwd=mirror_dir, env=env,
-            )  # fmt: skip
+            self.remote_git(*PUSH, "origin", f"{publish_ref(session_id)}:refs/heads/{branch}")
         except mirror.MirrorError as exc:
             try:
-                remote = mirror.git("ls-remote", "origin", f"refs/heads/{branch}",
-                                    cwd=mirror_dir, env=env).split()  # fmt: skip
+                remote = self.remote_git("ls-remote", "origin", f"refs/heads/{branch}").split()
             except mirror.MirrorError:
                 remote = []
             if remote:
@@ -100,10 +99,10 @@ class LocalHost:
     def merge(self, pr, *, merged_by) -> str:
         """Merge the branch into the base in the mirror, push the base; returns the merge sha."""
         mirror_dir = mirror.mirror_path(self.repository.name)
-        env = git_auth_env(self.token())
         try:
-            mirror.git("fetch", "--quiet", "origin", f"+refs/heads/{pr.base}:refs/heads/{pr.base}",
-                       cwd=mirror_dir, env=env)  # fmt: skip
+            self.remote_git(
+                "fetch", "--quiet", "origin", f"+refs/heads/{pr.base}:refs/heads/{pr.base}"
+            )
             base = mirror.git("rev-parse", f"refs/heads/{pr.base}", cwd=mirror_dir).strip()
             head = mirror.git("rev-parse", publish_ref(pr.session_id), cwd=mirror_dir).strip()
         except mirror.MirrorError as exc:
@@ -125,8 +124,7 @@ class LocalHost:
             "commit-tree", tree, "-p", base, "-p", head, "-m", message, cwd=mirror_dir, env=who
         ).strip()
         try:
-            mirror.git(*PUSH, "origin", f"{sha}:refs/heads/{pr.base}",
-                       cwd=mirror_dir, env=env)  # fmt: skip
+            self.remote_git(*PUSH, "origin", f"{sha}:refs/heads/{pr.base}")
         except mirror.MirrorError as exc:
             raise CodeHostError(f"pushing the merge to {pr.base} failed: {exc}") from None
         mirror.git("update-ref", f"refs/heads/{pr.base}", sha, cwd=mirror_dir)
@@ -134,10 +132,13 @@ class LocalHost:
 
 
 class GitHubHost(LocalHost):
-    """GitHub through PyGithub, as the App (an installation token per repository)."""
+    """GitHub through PyGithub, as the App: an installation token per repository, scoped to it
+    with only contents and pull-requests write, minted on the worker and never given to a
+    sandbox. A token GitHub no longer accepts is replaced once; a second refusal is an error."""
 
     name = "github"
-    _tokens: dict[str, tuple[str, float]] = {}  # full_name -> (token, expires at, epoch s)
+    # (API URL, owner/name) -> (token, expiry as epoch seconds); per worker process.
+    _tokens: dict[tuple[str, str], tuple[str, float]] = {}
 
     def __init__(self, repository: Repository) -> None:
         super().__init__(repository)
@@ -150,8 +151,8 @@ class GitHubHost(LocalHost):
 
         if not (settings.GITHUB_APP_ID and settings.GITHUB_APP_PRIVATE_KEY):
             raise CodeHostError(
-                "GitHub repository but no GitHub App configured: set GITHUB_APP_ID and "
-                "GITHUB_APP_PRIVATE_KEY"
+                f"{self.repository.name} is linked to GitHub ({self.link.full_name}) but no "
+                "GitHub App is configured: set GITHUB_APP_ID and GITHUB_APP_PRIVATE_KEY"
             )
         return Auth.AppAuth(int(settings.GITHUB_APP_ID), settings.GITHUB_APP_PRIVATE_KEY)
 
@@ -165,88 +166,140 @@ class GitHubHost(LocalHost):
             installation = integration.get_repo_installation(self.owner, self.repo_name)
         except GithubException as exc:
             raise CodeHostError(
-                f"the GitHub App is not installed on {self.link.full_name} ({exc.status})"
+                f"the GitHub App is not installed on {self.link.full_name} ({exc.status}: "
+                f"{_message(exc)}); install it there, or give it access to this repository"
             ) from None
         self.link.installation_id = installation.id
         self.link.save(update_fields=["installation_id"])
         return installation.id
 
     def token(self, *, refresh: bool = False) -> str:
-        """An installation token scoped to this one repository, reused until near its expiry."""
+        """An installation token for this one repository (contents and pull requests write),
+        reused until shortly before it expires. CodeHostError when GitHub refuses one."""
         import httpx
 
-        cached = self._tokens.get(self.link.full_name)
+        key = (settings.GITHUB_API_URL, self.link.full_name.lower())
+        cached = self._tokens.get(key)
         if cached and not refresh and cached[1] - TOKEN_MARGIN_S > time.time():
             return cached[0]
+        self._tokens.pop(key, None)
         jwt = self._app_auth().create_jwt()
-        url = f"{settings.GITHUB_API_URL}/app/installations/{self._installation_id()}/access_tokens"
+        installation = self._installation_id()
+        url = f"{settings.GITHUB_API_URL}/app/installations/{installation}/access_tokens"
         try:
+            # PyGithub cannot limit a token to chosen repositories (PITFALLS.md): ask directly.
             response = httpx.post(
                 url,
-                headers={"Authorization": f"Bearer {jwt}", "Accept": "application/vnd.github+json"},
+                headers={
+                    "Authorization": f"Bearer {jwt}",
+                    "Accept": "application/vnd.github+json",
+                    "X-GitHub-Api-Version": "2022-11-28",
+                },
                 json={"repositories": [self.repo_name], "permissions": APP_PERMISSIONS},
                 timeout=30,
             )
         except httpx.HTTPError as exc:
             raise CodeHostError(f"GitHub could not be reached for a token: {exc}") from None
-        if response.status_code in (401, 403, 404):
-            self.link.installation_id = None  # revoked or reinstalled: look it up again next time
+        if response.status_code in (401, 403, 404, 422):
+            # Uninstalled, suspended or no longer given this repository: look it up next time.
+            self.link.installation_id = None
             self.link.save(update_fields=["installation_id"])
             raise CodeHostError(
                 f"GitHub refused an installation token for {self.link.full_name} "
-                f"({response.status_code}: {response.json().get('message', '')}); "
-                "is the App still installed?"
+                f"({response.status_code}: {_response_message(response)}); the App may have "
+                "been uninstalled or suspended, or lost access to the repository — reinstall "
+                "it, then send another prompt"
             )
-        response.raise_for_status()
+        if response.status_code != 201:
+            raise CodeHostError(
+                f"GitHub answered {response.status_code} when asked for an installation token "
+                f"for {self.link.full_name}: {_response_message(response)}"
+            )
         data = response.json()
         expires = datetime.fromisoformat(data["expires_at"].replace("Z", "+00:00"))
-        self._tokens[self.link.full_name] = (data["token"], expires.timestamp())
+        self._tokens[key] = (data["token"], expires.timestamp())
         return data["token"]
+
+    def remote_git(self, *args: str) -> str:
+        """git against GitHub with the installation token; a refused token is replaced once."""
+        try:
+            return super().remote_git(*args)
+        except mirror.MirrorError as exc:
+            if not is_auth_failure(str(exc)):
+                raise
+        try:
+            return mirror.git(
+                *args,
+                cwd=mirror.mirror_path(self.repository.name),
+                env=git_auth_env(self.token(refresh=True)),
+            )
+        except mirror.MirrorError as exc:
+            if is_auth_failure(str(exc)):
+                raise CodeHostError(self._refused_twice()) from None
+            raise
+
+    def _refused_twice(self) -> str:
+        return (
+            f"GitHub refused the App's installation token for {self.link.full_name} even "
+            "after a fresh one was minted (401 Bad credentials); check GITHUB_APP_ID, "
+            "GITHUB_APP_PRIVATE_KEY and the App's installation, then send another prompt"
+        )
 
     def _repo(self, token: str):
         from github import Auth, Github
 
-        client = Github(auth=Auth.Token(token), base_url=settings.GITHUB_API_URL, retry=None)
-        return client.get_repo(self.link.full_name, lazy=True)
+        client = Github(
+            auth=Auth.Token(token), base_url=settings.GITHUB_API_URL, retry=None, lazy=True
+        )
+        return client.get_repo(self.link.full_name)
 
     def _with_app(self, call):
-        """Run `call(repo)` as the App, refreshing the token once if GitHub says it expired."""
+        """`call(repo)` as the App; a token GitHub calls bad credentials is replaced once."""
         from github import BadCredentialsException
 
         try:
             return call(self._repo(self.token()))
         except BadCredentialsException:
+            pass
+        try:
             return call(self._repo(self.token(refresh=True)))
+        except BadCredentialsException:
+            raise CodeHostError(self._refused_twice()) from None
 
     # -- pull requests -----------------------------------------------------------------
     def open_pull(self, *, branch: str, base: str, title: str, body: str, author) -> OpenedPull:
-        from github import GithubException
+        """Open the PR as `author` (their own GitHub token) or else as the App, flagged; adopt
+        the one a previous attempt opened rather than open a second."""
+        from github import BadCredentialsException, GithubException
 
-        existing = self._with_app(
-            lambda repo: list(repo.get_pulls(state="all", head=f"{self.owner}:{branch}"))
-        )
-        if existing:  # a retry after GitHub created it: adopt, never open a second
-            pull = existing[0]
-            return OpenedPull(pull.number, pull.html_url, opened_as_app=False)
-        user_token = _user_github_token(author)
         try:
+            existing = self._with_app(
+                lambda repo: list(repo.get_pulls(state="all", head=f"{self.owner}:{branch}"))
+            )
+            if existing:  # a retry after GitHub created it
+                pull = existing[0]
+                return OpenedPull(pull.number, pull.html_url, opened_as_app=pull.user.type == "Bot")
+            user_token = _user_github_token(author)
             if user_token:
-                pull = self._repo(user_token).create_pull(
-                    base=base, head=branch, title=title, body=body
-                )
-                return OpenedPull(pull.number, pull.html_url, opened_as_app=False)
+                try:
+                    pull = self._repo(user_token).create_pull(
+                        base=base, head=branch, title=title, body=body
+                    )
+                    return OpenedPull(pull.number, pull.html_url, opened_as_app=False)
+                except BadCredentialsException:
+                    pass  # their GitHub login expired or was revoked: open it as the App
             pull = self._with_app(
                 lambda repo: repo.create_pull(base=base, head=branch, title=title, body=body)
             )
         except GithubException as exc:
-            message = (exc.data or {}).get("message", "") if isinstance(exc.data, dict) else ""
             raise CodeHostError(
-                f"GitHub refused the pull request ({exc.status}: {message})"
+                f"GitHub refused the pull request for {branch} ({exc.status}: {_message(exc)})"
             ) from None
         return OpenedPull(pull.number, pull.html_url, opened_as_app=True)
 
     def merge(self, pr, *, merged_by) -> str:
         from github import GithubException
+        from github.GithubObject import NotSet
 
         def merge(repo):
             pull = repo.get_pull(pr.number)
@@ -254,7 +307,11 @@ class GitHubHost(LocalHost):
                 raise AlreadyMerged(f"pull request #{pr.number} is already merged")
             if pull.state == "closed":
                 raise AlreadyMerged(f"pull request #{pr.number} was closed on GitHub")
-            status = pull.merge(merge_method="merge", commit_title=f"{pr.title} (#{pr.number})")
+            status = pull.merge(
+                merge_method="merge",
+                commit_title=f"{pr.title} (#{pr.number})",
+                sha=pr.head_sha or NotSet,
+            )
             if not status.merged:
                 raise CodeHostError(f"GitHub did not merge #{pr.number}: {status.message}")
             return status.sha
@@ -262,8 +319,46 @@ class GitHubHost(LocalHost):
         try:
             return self._with_app(merge)
         except GithubException as exc:
-            message = (exc.data or {}).get("message", "") if isinstance(exc.data, dict) else ""
-            raise CodeHostError(f"GitHub refused the merge ({exc.status}: {message})") from None
+            raise CodeHostError(
+                f"GitHub refused to merge #{pr.number} ({exc.status}: {_message(exc)})"
+            ) from None
+
+
+def _message(exc) -> str:
+    data = getattr(exc, "data", None)
+    return str(data.get("message", "")) if isinstance(data, dict) else str(data or "")
+
+
+def _response_message(response) -> str:
+    try:
+        return str(response.json().get("message", ""))
+    except ValueError:
+        return response.text[:200]
+
+
+def is_auth_failure(git_reason: str) -> bool:
+    """git's reason for a push or fetch the remote refused for its credentials."""
+    reason = git_reason.lower()
+    return any(
+        sign in reason
+        for sign in ("authentication failed", "could not read username", "error: 401", "error: 403")
+    )
+
+
+def fetch_auth_env(repository_name: str, *, refresh: bool = False) -> dict[str, str]:
+    """git credentials (as environment) for fetching `repository_name` into its mirror: an
+    installation token for a repository on GitHub with the App configured, else none.
+    MirrorError when GitHub refuses a token."""
+    repository = Repository.objects.filter(name=repository_name).first()
+    if repository is None:
+        return {}
+    host = code_host_for(repository)
+    if host.name != "github" or not settings.GITHUB_APP_ID:
+        return {}
+    try:
+        return git_auth_env(host.token(refresh=refresh))
+    except CodeHostError as exc:
+        raise mirror.MirrorError(str(exc)) from None
 
 
 def _user_github_token(user) -> str | None:

@@ -80,18 +80,39 @@ def _source(url: str) -> str:
     return url
 
 
+def _authenticated(repository_name: str, run):
+    """`run(env)` with the credentials of the repository's code host (a GitHub App installation
+    token; none for a local repository), retried once with a fresh token if it is refused."""
+    from sessions.codehosts import fetch_auth_env, is_auth_failure
+
+    try:
+        return run(fetch_auth_env(repository_name))
+    except MirrorError as exc:
+        if not is_auth_failure(str(exc)):
+            raise
+        return run(fetch_auth_env(repository_name, refresh=True))
+
+
 def update_mirror(repository_name: str, url: str) -> Path:
     """Create or fetch the bare mirror; raises MirrorError for an unreachable or non-git URL."""
     path = mirror_path(repository_name)
     if (path / "HEAD").exists():
         _git("remote", "set-url", "origin", _source(url), cwd=path)
-        _git("fetch", "--prune", "--quiet", "origin", "+refs/heads/*:refs/heads/*", cwd=path)
+        _authenticated(repository_name, lambda env: _git(
+            "fetch", "--prune", "--quiet", "origin", "+refs/heads/*:refs/heads/*", cwd=path,
+            env=env,
+        ))  # fmt: skip
         return path
     path.parent.mkdir(parents=True, exist_ok=True)
     partial = path.with_name(path.name + ".partial")
     shutil.rmtree(partial, ignore_errors=True)
+
+    def clone(env: dict) -> None:
+        shutil.rmtree(partial, ignore_errors=True)
+        _git("clone", "--mirror", "--quiet", _source(url), str(partial), env=env)
+
     try:
-        _git("clone", "--mirror", "--quiet", _source(url), str(partial))
+        _authenticated(repository_name, clone)
     except MirrorError:
         shutil.rmtree(partial, ignore_errors=True)
         raise

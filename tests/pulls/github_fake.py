@@ -1,0 +1,463 @@
+"""A local stand-in for GitHub: the REST endpoints the code host uses (through PyGithub and the
+token request PyGithub cannot make) and git's smart HTTP for clone, fetch and push.
+
+It answers in the shapes of GitHub's REST reference (pull requests are GitHub's published
+example with this PR's values put in) and checks what it is sent: the App's JWT on App
+endpoints, an installation token scoped to exactly one repository with only contents and
+pull-requests write on everything else, request bodies. Anything wrong is answered as GitHub
+would and also listed in `problems`, which a test asserts is empty.
+"""
+
+from __future__ import annotations
+
+import base64
+import copy
+import json
+import re
+import secrets
+import subprocess
+import threading
+from dataclasses import dataclass, field
+from datetime import UTC, datetime, timedelta
+from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
+from pathlib import Path
+from urllib.parse import parse_qs, urlsplit
+
+import jwt
+
+FIXTURES = Path(__file__).parent / "fixtures"
+APP_SLUG = "inspect-web"
+WANTED_PERMISSIONS = {"contents": "write", "pull_requests": "write"}
+GIT_ENV = {"PATH": "/usr/bin:/bin", "HOME": "/tmp", "GIT_CONFIG_NOSYSTEM": "1"}
+
+
+def _now() -> str:
+    return datetime.now(UTC).strftime("%Y-%m-%dT%H:%M:%SZ")
+
+
+def _git(repo: Path, *args: str, env: dict | None = None) -> str:
+    return subprocess.run(
+        ["git", *args], cwd=repo, env={**GIT_ENV, **(env or {})}, check=True,
+        capture_output=True, text=True,
+    ).stdout.strip()  # fmt: skip
+
+
+@dataclass
+class FakeRepo:
+    full_name: str
+    path: Path
+    installation: int | None
+    id: int
+    pulls: list[dict] = field(default_factory=list)
+
+    def head(self, branch: str) -> str | None:
+        try:
+            return _git(self.path, "rev-parse", "--verify", "--quiet", f"refs/heads/{branch}")
+        except subprocess.CalledProcessError:
+            return None
+
+
+@dataclass
+class Token:
+    value: str
+    repositories: list[str]
+    permissions: dict
+    valid: bool = True
+
+
+class FakeGitHub:
+    def __init__(self, root: Path, *, app_id: int, public_key: str) -> None:
+        self.root, self.app_id, self.public_key = root, app_id, public_key
+        self.repos: dict[str, FakeRepo] = {}
+        self.tokens: dict[str, Token] = {}
+        self.user_tokens: dict[str, str] = {}  # token -> login (OAuth tokens of people)
+        self.requests: list[dict] = []
+        self.problems: list[str] = []
+        # ("METHOD /path?query" prefix, callable): run once, before the first matching request.
+        self.before: list[tuple[str, object]] = []
+        self.mint_invalid = False  # tokens minted from now on are refused (bad credentials)
+        self.lock = threading.RLock()
+        self.server = ThreadingHTTPServer(("127.0.0.1", 0), _Handler)
+        self.server.fake = self  # type: ignore[attr-defined]
+        self.url = f"http://127.0.0.1:{self.server.server_address[1]}"
+        self.thread = threading.Thread(target=self.server.serve_forever, daemon=True)
+
+    # -- the test's controls -------------------------------------------------------------------
+    def start(self) -> FakeGitHub:
+        self.thread.start()
+        return self
+
+    def stop(self) -> None:
+        self.server.shutdown()
+        self.server.server_close()
+
+    def add_repo(self, full_name: str, source: Path, *, installation: int | None = 77) -> str:
+        """Host a bare copy of `source` as `full_name`; returns its clone URL."""
+        path = self.root / f"{full_name}.git"
+        path.parent.mkdir(parents=True, exist_ok=True)
+        subprocess.run(["git", "clone", "--bare", "--quiet", str(source), str(path)],
+                       env=GIT_ENV, check=True)  # fmt: skip
+        self.repos[full_name.lower()] = FakeRepo(
+            full_name, path, installation, 1000 + len(self.repos)
+        )
+        return f"{self.url}/{full_name}.git"
+
+    def repo(self, full_name: str) -> FakeRepo:
+        return self.repos[full_name.lower()]
+
+    def expire_tokens(self) -> None:
+        """Every installation token minted so far stops working (as at its expiry)."""
+        with self.lock:
+            for token in self.tokens.values():
+                token.valid = False
+
+    def uninstall(self, full_name: str) -> None:
+        """The App is uninstalled from the repository: its tokens die with it."""
+        with self.lock:
+            self.repo(full_name).installation = None
+            self.expire_tokens()
+
+    def calls(self, method: str, pattern: str) -> list[dict]:
+        return [
+            r for r in self.requests if r["method"] == method and re.fullmatch(pattern, r["path"])
+        ]
+
+    def merge_on_github(self, full_name: str, number: int, by: str = "Codertocat") -> dict:
+        """A person presses Merge on GitHub."""
+        repo = self.repo(full_name)
+        return self._merge(
+            repo, repo.pulls[number - 1], {"login": by, "id": 21031067, "type": "User"}
+        )
+
+    def webhook(self, event: str, full_name: str, number: int, **changes) -> dict:
+        """GitHub's published example of `event`, about this PR of this repository."""
+        repo = self.repo(full_name)
+        pull = repo.pulls[number - 1]
+        name = {"pull_request": "pull_request_opened",
+                "pull_request_review": "pull_request_review_submitted"}[event]  # fmt: skip
+        data = json.loads((FIXTURES / f"{name}.json").read_text())
+        data["repository"].update(full_name=repo.full_name, name=repo.full_name.split("/")[1])
+        data["pull_request"] = copy.deepcopy(pull)
+        data["number"] = number
+        data["installation"] = {"id": repo.installation}
+        for key, value in changes.items():
+            if key == "review":
+                data["review"].update(value)
+            else:
+                data[key] = value
+        return data
+
+    # -- answering -----------------------------------------------------------------------------
+    def problem(self, text: str) -> None:
+        with self.lock:
+            self.problems.append(text)
+
+    def handle(self, req: _Handler) -> None:
+        split = urlsplit(req.path)
+        path, query = split.path, parse_qs(split.query)
+        length = int(req.headers.get("Content-Length") or 0)
+        if req.headers.get("Transfer-Encoding", "").lower() == "chunked":
+            body = _read_chunked(req.rfile)
+        else:
+            body = req.rfile.read(length) if length else b""
+        auth = req.headers.get("Authorization", "")
+        with self.lock:
+            self.requests.append({
+                "method": req.command, "path": path, "query": query,
+                "auth": auth.split(" ")[0], "token": auth.split(" ")[-1],
+                "body": body if path.endswith("pack") else _json(body),
+            })  # fmt: skip
+            hook = next((h for h in self.before if f"{req.command} {req.path}".startswith(h[0])),
+                        None)  # fmt: skip
+            if hook is not None:
+                self.before.remove(hook)
+        if hook is not None:
+            hook[1]()
+        if ".git/" in path:
+            return self._git_http(req, path, split.query, body)
+        for method, pattern, handler in ROUTES:
+            match = re.fullmatch(pattern, path)
+            if match and method == req.command:
+                status, data = handler(self, req, match, query, _json(body))
+                return _send_json(req, status, data)
+        return _send_json(req, 404, {"message": "Not Found"})
+
+    def _app(self, req) -> bool:
+        header = req.headers.get("Authorization", "")
+        if not header.startswith("Bearer "):
+            self.problem(f"{req.command} {req.path} without the App's JWT ({header[:12]!r})")
+            return False
+        try:
+            claims = jwt.decode(header[7:], self.public_key, algorithms=["RS256"])
+        except jwt.PyJWTError as exc:
+            self.problem(f"{req.command} {req.path}: JWT refused ({exc})")
+            return False
+        if str(claims.get("iss")) != str(self.app_id) or claims["exp"] - claims["iat"] > 660:
+            self.problem(f"{req.command} {req.path}: JWT claims {claims}")
+            return False
+        return True
+
+    def _installation_token(self, req, repo: FakeRepo) -> tuple[int, dict | None, str]:
+        """(status, error body, kind) for a request that must carry a token for `repo`."""
+        header = req.headers.get("Authorization", "")
+        scheme, _, value = header.partition(" ")
+        if scheme.lower() == "basic":
+            user, _, value = base64.b64decode(value).decode().partition(":")
+            if user != "x-access-token":
+                self.problem(f"git auth as {user!r}, not x-access-token")
+        elif scheme.lower() not in ("token", "bearer"):
+            return 401, {"message": "Requires authentication"}, ""
+        if value in self.user_tokens:
+            return 200, None, "user"
+        token = self.tokens.get(value)
+        if token is None or not token.valid:
+            return 401, {"message": "Bad credentials",
+                         "documentation_url": "https://docs.github.com/rest"}, ""  # fmt: skip
+        if token.repositories != [repo.full_name.split("/")[1]]:
+            self.problem(f"token for {token.repositories} used on {repo.full_name}")
+            return 404, {"message": "Not Found"}, ""
+        return 200, None, "app"
+
+    def _git_http(self, req, path: str, query: str, body: bytes) -> None:
+        full_name = path.split(".git/")[0].strip("/")
+        repo = self.repos.get(full_name.lower())
+        if repo is None:
+            return _send_json(req, 404, {"message": "Repository not found."})
+        status, _, kind = self._installation_token(req, repo)
+        if status != 200 or kind != "app":
+            # Unauthenticated git is asked for credentials; the worker has none but the token.
+            req.send_response(401)
+            req.send_header("WWW-Authenticate", 'Basic realm="GitHub"')
+            req.send_header("Content-Length", "0")
+            req.end_headers()
+            return
+        env = {
+            **GIT_ENV,
+            "GIT_PROJECT_ROOT": str(self.root), "GIT_HTTP_EXPORT_ALL": "1",
+            "PATH_INFO": path, "QUERY_STRING": query, "REQUEST_METHOD": req.command,
+            "CONTENT_TYPE": req.headers.get("Content-Type", ""),
+            "CONTENT_LENGTH": str(len(body)), "REMOTE_USER": "x-access-token",
+            "REMOTE_ADDR": "127.0.0.1",
+            "HTTP_CONTENT_ENCODING": req.headers.get("Content-Encoding", ""),
+            "GIT_PROTOCOL": req.headers.get("Git-Protocol", ""),
+        }  # fmt: skip
+        result = subprocess.run(["git", "http-backend"], input=body, env=env, capture_output=True)
+        head, _, payload = result.stdout.partition(b"\r\n\r\n")
+        status_line = 200
+        headers = []
+        for line in head.decode().split("\r\n"):
+            name, _, value = line.partition(": ")
+            if name.lower() == "status":
+                status_line = int(value.split()[0])
+            elif name:
+                headers.append((name, value))
+        req.send_response(status_line)
+        for name, value in headers:
+            req.send_header(name, value)
+        req.send_header("Content-Length", str(len(payload)))
+        req.end_headers()
+        req.wfile.write(payload)
+
+    # -- REST endpoints ------------------------------------------------------------------------
+    def access_tokens(self, req, match, query, body):
+        if not self._app(req):
+            return 401, {"message": "A JSON web token could not be decoded"}
+        installation = int(match["id"])
+        repos = [r for r in self.repos.values() if r.installation == installation]
+        if not repos:
+            return 404, {"message": "Not Found"}
+        wanted = (body or {}).get("repositories")
+        if not isinstance(wanted, list) or len(wanted) != 1:
+            self.problem(f"a token asked for repositories {wanted!r}, not exactly one")
+        if (body or {}).get("permissions") != WANTED_PERMISSIONS:
+            self.problem(f"a token asked for permissions {(body or {}).get('permissions')!r}")
+        names = {r.full_name.split("/")[1]: r for r in repos}
+        if not wanted or any(name not in names for name in wanted):
+            return 422, {"message": "There is at least one repository that does not exist or is "
+                                    "not accessible to the parent installation."}  # fmt: skip
+        token = Token("ghs_" + secrets.token_hex(18), list(wanted), body["permissions"],
+                      valid=not self.mint_invalid)  # fmt: skip
+        with self.lock:
+            self.tokens[token.value] = token
+        return 201, {
+            "token": token.value,
+            "expires_at": (datetime.now(UTC) + timedelta(hours=1)).strftime("%Y-%m-%dT%H:%M:%SZ"),
+            "permissions": token.permissions,
+            "repository_selection": "selected",
+            "repositories": [
+                {"id": names[n].id, "name": n, "full_name": names[n].full_name} for n in wanted
+            ],  # fmt: skip
+        }
+
+    def installation(self, req, match, query, body):
+        if not self._app(req):
+            return 401, {"message": "A JSON web token could not be decoded"}
+        repo = self.repos.get(f"{match['owner']}/{match['repo']}".lower())
+        if repo is None or repo.installation is None:
+            return 404, {"message": "Not Found",
+                         "documentation_url": "https://docs.github.com/rest/apps/apps"}  # fmt: skip
+        owner = match["owner"]
+        return 200, {
+            "id": repo.installation, "app_id": self.app_id, "app_slug": APP_SLUG,
+            "target_id": 1, "target_type": "Organization",
+            "account": {"login": owner, "id": 1, "type": "Organization"},
+            "repository_selection": "selected", "permissions": WANTED_PERMISSIONS,
+            "events": ["pull_request", "pull_request_review", "issue_comment", "push"],
+            "access_tokens_url": f"{self.url}/app/installations/{repo.installation}/access_tokens",
+            "repositories_url": f"{self.url}/installation/repositories",
+            "html_url": f"https://github.com/organizations/{owner}/settings/installations/"
+                        f"{repo.installation}",
+            "created_at": _now(), "updated_at": _now(), "single_file_name": None,
+        }  # fmt: skip
+
+    def _repo_request(self, req, match):
+        repo = self.repos.get(f"{match['owner']}/{match['repo']}".lower())
+        if repo is None:
+            return None, (404, {"message": "Not Found"}), ""
+        status, error, kind = self._installation_token(req, repo)
+        if status != 200:
+            return None, (status, error), ""
+        return repo, None, kind
+
+    def list_pulls(self, req, match, query, body):
+        repo, error, _ = self._repo_request(req, match)
+        if error:
+            return error
+        state = (query.get("state") or ["open"])[0]
+        head = (query.get("head") or [""])[0]
+        found = [p for p in repo.pulls if (state == "all" or p["state"] == state)
+                 and (not head or p["head"]["label"] == head)]  # fmt: skip
+        return 200, found
+
+    def create_pull(self, req, match, query, body):
+        repo, error, kind = self._repo_request(req, match)
+        if error:
+            return error
+        body = body or {}
+        missing = [k for k in ("title", "head", "base") if not body.get(k)]
+        if missing:
+            self.problem(f"POST pulls without {missing}")
+            return 422, {"message": "Validation Failed"}
+        head_sha, base_sha = repo.head(body["head"]), repo.head(body["base"])
+        if head_sha is None or base_sha is None:
+            return 422, {"message": "Validation Failed", "errors": [
+                {"resource": "PullRequest", "field": "head", "code": "invalid"}]}  # fmt: skip
+        owner = repo.full_name.split("/")[0]
+        if any(p["head"]["ref"] == body["head"] and p["state"] == "open" for p in repo.pulls):
+            exists = f"A pull request already exists for {owner}:{body['head']}."
+            return 422, {"message": "Validation Failed", "errors": [
+                {"resource": "PullRequest", "code": "custom", "message": exists}]}  # fmt: skip
+        if kind == "user":
+            login = self.user_tokens[req.headers["Authorization"].split(" ")[-1]]
+            user = {"login": login, "id": 21031067, "type": "User"}
+        else:
+            user = {"login": f"{APP_SLUG}[bot]", "id": 9919, "type": "Bot"}
+        number = len(repo.pulls) + 1
+        template = json.loads((FIXTURES / "pull_request_opened.json").read_text())["pull_request"]
+        api = f"{self.url}/repos/{repo.full_name}/pulls/{number}"
+        template.update(
+            id=500 + number, number=number, url=api, state="open", title=body["title"],
+            body=body.get("body") or "", user=user, draft=bool(body.get("draft")),
+            html_url=f"https://github.com/{repo.full_name}/pull/{number}",
+            created_at=_now(), updated_at=_now(), closed_at=None, merged_at=None,
+            merge_commit_sha=None, merged=False, merged_by=None, mergeable=True,
+            head={"label": f"{owner}:{body['head']}", "ref": body["head"], "sha": head_sha},
+            base={"label": f"{owner}:{body['base']}", "ref": body["base"], "sha": base_sha},
+            requested_reviewers=[], assignees=[], labels=[],
+        )  # fmt: skip
+        with self.lock:
+            repo.pulls.append(template)
+        return 201, template
+
+    def get_pull(self, req, match, query, body):
+        repo, error, _ = self._repo_request(req, match)
+        if error:
+            return error
+        number = int(match["number"])
+        if not 0 < number <= len(repo.pulls):
+            return 404, {"message": "Not Found"}
+        pull = repo.pulls[number - 1]
+        pull["head"]["sha"] = repo.head(pull["head"]["ref"]) or pull["head"]["sha"]
+        return 200, pull
+
+    def merge_pull(self, req, match, query, body):
+        repo, error, kind = self._repo_request(req, match)
+        if error:
+            return error
+        number = int(match["number"])
+        if not 0 < number <= len(repo.pulls):
+            return 404, {"message": "Not Found"}
+        pull = repo.pulls[number - 1]
+        if pull["state"] != "open":
+            return 405, {"message": "Pull Request is not mergeable"}
+        head = repo.head(pull["head"]["ref"])
+        if (body or {}).get("sha") and body["sha"] != head:
+            return 409, {"message": "Head branch was modified. Review and try the merge again."}
+        merged = self._merge(repo, pull, {"login": f"{APP_SLUG}[bot]", "id": 9919, "type": "Bot"},
+                             title=(body or {}).get("commit_title"))  # fmt: skip
+        return 200, {"sha": merged["merge_commit_sha"], "merged": True,
+                      "message": "Pull Request successfully merged"}  # fmt: skip
+
+    def _merge(self, repo: FakeRepo, pull: dict, by: dict, title: str | None = None) -> dict:
+        base, head = repo.head(pull["base"]["ref"]), repo.head(pull["head"]["ref"])
+        tree = _git(repo.path, "merge-tree", "--write-tree", base, head).split()[0]
+        email = "noreply@github.com"
+        who = {"GIT_AUTHOR_NAME": by["login"], "GIT_AUTHOR_EMAIL": email,
+               "GIT_COMMITTER_NAME": "GitHub", "GIT_COMMITTER_EMAIL": email}  # fmt: skip
+        message = title or f"Merge pull request #{pull['number']} from {pull['head']['label']}"
+        sha = _git(repo.path, "commit-tree", tree, "-p", base, "-p", head, "-m", message, env=who)
+        _git(repo.path, "update-ref", f"refs/heads/{pull['base']['ref']}", sha)
+        pull.update(state="closed", merged=True, merged_at=_now(), closed_at=_now(),
+                    merge_commit_sha=sha, merged_by=by)  # fmt: skip
+        return pull
+
+
+ROUTES = [
+    ("POST", r"/app/installations/(?P<id>\d+)/access_tokens", FakeGitHub.access_tokens),
+    ("GET", r"/repos/(?P<owner>[^/]+)/(?P<repo>[^/]+)/installation", FakeGitHub.installation),
+    ("GET", r"/repos/(?P<owner>[^/]+)/(?P<repo>[^/]+)/pulls", FakeGitHub.list_pulls),
+    ("POST", r"/repos/(?P<owner>[^/]+)/(?P<repo>[^/]+)/pulls", FakeGitHub.create_pull),
+    ("GET", r"/repos/(?P<owner>[^/]+)/(?P<repo>[^/]+)/pulls/(?P<number>\d+)", FakeGitHub.get_pull),
+    ("PUT", r"/repos/(?P<owner>[^/]+)/(?P<repo>[^/]+)/pulls/(?P<number>\d+)/merge",
+     FakeGitHub.merge_pull),
+]  # fmt: skip
+
+
+class _Handler(BaseHTTPRequestHandler):
+    protocol_version = "HTTP/1.1"
+
+    def do_GET(self) -> None:
+        self.server.fake.handle(self)  # type: ignore[attr-defined]
+
+    do_POST = do_PUT = do_PATCH = do_GET
+
+    def log_message(self, format, *args) -> None:  # noqa: A002 - the base class's name
+        pass
+
+
+def _json(body: bytes):
+    try:
+        return json.loads(body) if body else None
+    except ValueError:
+        return None
+
+
+def _send_json(req: BaseHTTPRequestHandler, status: int, data) -> None:
+    payload = json.dumps(data).encode()
+    req.send_response(status)
+    req.send_header("Content-Type", "application/json; charset=utf-8")
+    req.send_header("Content-Length", str(len(payload)))
+    req.send_header("X-GitHub-Media-Type", "github.v3; format=json")
+    req.end_headers()
+    req.wfile.write(payload)
+
+
+def _read_chunked(stream) -> bytes:
+    data = b""
+    while True:
+        size = int(stream.readline().strip() or b"0", 16)
+        if size == 0:
+            stream.readline()
+            return data
+        data += stream.read(size)
+        stream.readline()

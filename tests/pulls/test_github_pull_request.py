@@ -1,0 +1,231 @@
+"""A repository on GitHub (a local server speaking GitHub's REST API and git over HTTP): the
+turn's branch is pushed and one PR opened with an installation token scoped to the repository;
+its review and merge are tracked by webhook; refused tokens and a revoked App are clear errors."""
+
+import json
+from datetime import UTC, datetime
+
+import pytest
+
+from approvals import gate
+from sessions.models import Event, GitHubLink, PullRequest, ReviewEvent, Session
+from tests.pulls.github_fake import FakeGitHub, _git
+
+pytestmark = pytest.mark.django_db
+
+AGENT = 'printf "hello from $INSPECT_AUTHOR\\n" > greeting.txt'
+REPO = "octo-org/widgets"
+RECIPE = 'setup = ["true"]\nverify = ["echo checked"]\n'
+
+
+@pytest.fixture(scope="session")
+def app_key() -> tuple[str, str]:
+    """A GitHub App private key (PEM) and its public half, made for this test run."""
+    from cryptography.hazmat.primitives import serialization
+    from cryptography.hazmat.primitives.asymmetric import rsa
+
+    key = rsa.generate_private_key(public_exponent=65537, key_size=2048)
+    private = key.private_bytes(
+        serialization.Encoding.PEM,
+        serialization.PrivateFormat.PKCS8,
+        serialization.NoEncryption(),
+    ).decode()
+    public = (
+        key.public_key()
+        .public_bytes(serialization.Encoding.PEM, serialization.PublicFormat.SubjectPublicKeyInfo)
+        .decode()
+    )
+    return private, public
+
+
+@pytest.fixture
+def github(settings, tmp_path, app_key, make_git_repo, team, inspect_cli):
+    """GitHub with the App installed on octo-org/widgets, which `widgets` is linked to and
+    has a ready snapshot of (cloned over HTTP with an installation token)."""
+    from sessions.codehosts import GitHubHost
+
+    private, public = app_key
+    fake = FakeGitHub(tmp_path / "github", app_id=4242, public_key=public).start()
+    settings.GITHUB_APP_ID = "4242"
+    settings.GITHUB_APP_PRIVATE_KEY = private
+    settings.GITHUB_API_URL = fake.url
+    settings.AUTO_PULL_REQUEST = True
+    GitHubHost._tokens.clear()
+    upstream = make_git_repo(
+        files={"README.md": "# widgets\n", ".inspect/environment.toml": RECIPE}
+    )
+    team.repository.url = fake.add_repo(REPO, upstream.path)
+    team.repository.save()
+    GitHubLink.objects.create(repository=team.repository, full_name=REPO)
+    code, out, err = inspect_cli("snapshot", "refresh", "widgets", "--json")
+    assert code == 0, err
+    yield fake
+    fake.stop()
+
+
+def start(create_session, *more: str) -> dict:
+    code, summary, err = create_session("--prompt", "add a greeting", "--agent-command", AGENT,
+                                        "--inline", "--as", "engineer", *more)  # fmt: skip
+    assert code == 0, err
+    return summary
+
+
+def test_a_turn_opens_one_pull_request_and_a_retry_opens_no_second(
+    github, create_session, inspect_cli
+):
+    summary = start(create_session)
+    assert summary["state"] == "pr_open"
+    pr = PullRequest.objects.get(session_id=summary["id"])
+    assert (pr.host, pr.number, pr.opened_as_app) == ("github", 1, True)
+    assert pr.url == f"https://github.com/{REPO}/pull/1"
+    bare = github.repo(REPO).path
+    assert _git(bare, "show", f"{pr.branch}:greeting.txt") == "hello from engineer"
+    assert _git(bare, "rev-parse", pr.branch) == pr.head_sha
+    [pull] = github.repo(REPO).pulls
+    assert (pull["head"]["ref"], pull["base"]["ref"], pull["title"]) == (
+        pr.branch,
+        "main",
+        "add a greeting",
+    )
+    assert pull["user"]["type"] == "Bot" and "## Task\n\nadd a greeting" in pull["body"]
+    assert GitHubLink.objects.get().installation_id == 77  # looked up once, then kept
+
+    # The worker died after GitHub opened the PR but before it was recorded here: the next
+    # turn adopts it instead of opening a second.
+    PullRequest.objects.filter(pk=pr.pk).delete()
+    code, out, err = inspect_cli("session", "prompt", str(summary["id"]), "more, please",
+                                 "--inline", "--as", "engineer")  # fmt: skip
+    assert code == 0, err
+    assert PullRequest.objects.get(session_id=summary["id"]).number == 1
+    assert len(github.repo(REPO).pulls) == 1
+    assert len(github.calls("POST", f"/repos/{REPO}/pulls")) == 1
+
+    assert github.problems == []
+    git = [r for r in github.requests if ".git/" in r["path"]]
+    assert git and {r["auth"] for r in git} == {"Basic"}
+    assert any(r["path"].endswith("git-receive-pack") for r in git)
+    rest = [r for r in github.requests if r["path"].startswith("/repos/")
+            and not r["path"].endswith("/installation")]  # fmt: skip
+    assert rest and {r["auth"] for r in rest} == {"token"}
+    minted = [t for t in github.tokens.values()]
+    assert minted and all(t.repositories == ["widgets"] for t in minted)
+    assert all(t.permissions == {"contents": "write", "pull_requests": "write"} for t in minted)
+    # The token stays on the worker: nothing the session recorded carries it.
+    logged = json.dumps(list(Event.objects.filter(session_id=summary["id"]).values("payload")))
+    assert not any(t.value in logged for t in minted) and "ghs_" not in logged
+
+
+def test_the_pr_is_opened_with_the_authors_own_github_token(github, create_session, team):
+    from allauth.socialaccount.models import SocialAccount, SocialToken
+
+    account = SocialAccount.objects.create(
+        user=team.engineer, provider="github", uid="583231", extra_data={"login": "ada"}
+    )
+    SocialToken.objects.create(account=account, token="gho_ada_user_token")
+    github.user_tokens["gho_ada_user_token"] = "ada"
+    pr = PullRequest.objects.get(session_id=start(create_session)["id"])
+    assert pr.opened_as_app is False
+    assert github.repo(REPO).pulls[0]["user"]["login"] == "ada"
+    [opened] = github.calls("POST", f"/repos/{REPO}/pulls")
+    assert opened["token"] == "gho_ada_user_token"
+    assert github.problems == []
+
+
+def test_review_and_merge_are_tracked_by_webhook(github, create_session, team, deliver, codertocat):
+    from sessions.pulls import request_merge
+
+    pr = PullRequest.objects.get(session_id=start(create_session)["id"])
+    approved = github.webhook("pull_request_review", REPO, 1, review={
+        "id": 80, "state": "approved", "commit_id": pr.head_sha,
+        "submitted_at": "2026-01-05T10:00:00Z",
+    })  # fmt: skip
+    assert deliver("pull_request_review", approved).status_code == 200
+    pr.refresh_from_db()
+    assert pr.first_review_at == datetime(2026, 1, 5, 10, tzinfo=UTC) and pr.review_rounds == 1
+    assert ReviewEvent.objects.get(pull_request=pr).reviewer == codertocat
+
+    approval = request_merge(pr, team.engineer)
+    gate.approval_decide(approval=approval, user=team.reviewer, approve=True)
+    assert gate.execute_approval(approval.pk) == "executed"
+    [merge] = github.calls("PUT", f"/repos/{REPO}/pulls/1/merge")
+    assert merge["auth"] == "token" and merge["body"]["sha"] == pr.head_sha
+    assert merge["body"]["merge_method"] == "merge"
+    bare = github.repo(REPO).path
+    assert _git(bare, "show", "main:greeting.txt") == "hello from engineer"
+    pr.refresh_from_db()
+    assert pr.state == "merged" and pr.merge_sha == _git(bare, "rev-parse", "main")
+    assert Session.objects.get(pk=pr.session_id).state == "merged"
+
+    # GitHub then tells us about the merge we made: recorded once already, nothing changes.
+    merged = github.webhook("pull_request", REPO, 1, action="closed")
+    assert deliver("pull_request", merged).status_code == 200
+    merges = Event.objects.filter(session_id=pr.session_id, payload__merged=True)
+    assert merges.count() == 1
+    assert github.problems == []
+
+
+def test_a_merge_pressed_on_github_is_tracked_by_webhook(github, create_session, deliver):
+    pr = PullRequest.objects.get(session_id=start(create_session)["id"])
+    github.merge_on_github(REPO, 1)
+    assert deliver("pull_request", github.webhook("pull_request", REPO, 1, action="closed")
+                   ).json()["outcome"] == f"{REPO}#1 merged"  # fmt: skip
+    pr.refresh_from_db()
+    assert pr.state == "merged"
+    assert pr.merge_sha == _git(github.repo(REPO).path, "rev-parse", "main")
+    assert Session.objects.get(pk=pr.session_id).state == "merged"
+
+
+def test_an_expired_token_is_refreshed_once_then_refusal_is_a_clear_error(
+    github, create_session, inspect_cli
+):
+    # The token expires between the push and the PR: GitHub says "Bad credentials" once.
+    github.before.append((f"GET /repos/{REPO}/pulls?", github.expire_tokens))
+    summary = start(create_session)
+    assert summary["state"] == "pr_open"
+    pr = PullRequest.objects.get(session_id=summary["id"])
+    refused = [r for r in github.calls("GET", f"/repos/{REPO}/pulls")]
+    assert len(refused) == 2  # the refused call and its retry with a fresh token
+
+    # From now on GitHub refuses every token, fresh ones too: one retry, then an error.
+    def refuse_all():
+        github.expire_tokens()
+        github.mint_invalid = True
+
+    github.before.append(("GET /octo-org/widgets.git/info/refs?service=git-receive-pack",
+                          refuse_all))  # fmt: skip
+    minted = len(github.tokens)
+    code, out, err = inspect_cli("session", "prompt", str(summary["id"]), "more, please",
+                                 "--inline", "--as", "engineer")  # fmt: skip
+    assert code == 0, err
+    assert len(github.tokens) == minted + 1  # refreshed once, not in a loop
+    error = Event.objects.filter(session_id=summary["id"], kind="error").get()
+    assert error.payload["phase"] == "publish"
+    assert (
+        "refused the App's installation token for octo-org/widgets even after a fresh one"
+        in (error.payload["message"])
+    )
+    assert "GITHUB_APP_PRIVATE_KEY" in error.payload["message"]
+    pr.refresh_from_db()
+    assert pr.state == "open" and Session.objects.get(pk=summary["id"]).state == "idle"
+    assert github.problems == []
+
+
+def test_a_revoked_installation_is_a_clear_error_on_the_session(github, create_session):
+    github.before.append((f"GET /repos/{REPO}/pulls?", lambda: github.uninstall(REPO)))
+    summary = start(create_session)
+    assert summary["state"] == "idle"
+    assert not PullRequest.objects.filter(session_id=summary["id"]).exists()
+    error = Event.objects.filter(session_id=summary["id"], kind="error").get()
+    assert (
+        "GitHub refused an installation token for octo-org/widgets (404: Not Found)"
+        in (error.payload["message"])
+    )
+    assert "reinstall" in error.payload["message"]
+    assert GitHubLink.objects.get().installation_id is None
+
+    # The next session cannot even fetch the repository, and says why.
+    code, later, err = create_session("--prompt", "again", "--agent-command", AGENT, "--inline",
+                                      "--as", "engineer")  # fmt: skip
+    assert code != 0 and later["state"] == "failed"
+    assert "the GitHub App is not installed on octo-org/widgets (404" in later["error"]
+    assert github.problems == []
