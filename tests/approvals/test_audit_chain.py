@@ -81,6 +81,13 @@ def test_verify_names_a_row_edited_by_hand(team, inspect_cli):
     assert f"{entries[2].seq - 1} good entries" in err
 
 
+def test_verify_prints_the_head_to_keep_elsewhere(team, inspect_cli):
+    entries = _entries(2, team)
+    code, out, err = inspect_cli("audit", "verify")
+    assert code == 0 and f"audit log intact: {entries[1].seq} entries" in out
+    assert f"head: seq {entries[1].seq} hash {entries[1].hash}" in out
+
+
 def test_verify_names_a_removed_row(team, inspect_cli):
     entries = _entries(4, team)
     _raw("DELETE FROM approvals_auditentry WHERE id = %s", [entries[1].pk])
