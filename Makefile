@@ -5,7 +5,8 @@ BIN := $(VENV)/bin
 UV_VERSION := 0.13.9
 export INSPECT_DATA_DIR ?= $(CURDIR)/var
 
-.PHONY: run test lint format system-packages clean bench-sandbox bench-stream bench-page
+.PHONY: run test lint format system-packages clean bench-sandbox bench-stream bench-page \
+	bench-metrics
 
 $(BIN)/python:
 	$(PYTHON) -m venv $(VENV)
@@ -53,3 +54,6 @@ bench-stream: $(VENV)/.installed
 
 bench-page: $(VENV)/.installed
 	$(BIN)/python bench/page.py
+
+bench-metrics: $(VENV)/.installed
+	$(BIN)/python bench/metrics.py

@@ -2,15 +2,17 @@
 
 `metrics_report` computes every figure of the Metrics page for a set of repositories over a
 date range, per day or per week, per repository and overall, in a fixed number of SQL queries
-(five, whatever the data, the range or the number of repositories):
+whatever the data, the range or the number of repositories:
 
-1. sessions grouped by (repository, period): counts and sums of the runner's per-session totals;
-2. pull requests grouped the same way: opened, merged, lines, rounds, review and merge times;
-3. review events grouped by their PR's (repository, period): reviewer effort;
-4. percentiles (start latency, time to first review, time to merge) per period, per
-   repository and overall: `percentile_cont` with GROUPING SETS on PostgreSQL; on SQLite the
-   values of the range are fetched in one query and ranked in Python;
-5. distinct prompt authors of the last five minutes, per repository ("humans prompting now").
+- On PostgreSQL, one statement (`_PG_SQL`) and its SET LOCAL: the range's sessions, read from
+  a covering index and LEFT JOINed to their pull request, are materialized once and read
+  three times: sums per (repository, period), their PRs' review effort per (repository,
+  period), and the percentiles (start latency, time to first review, time to merge) per
+  period, per repository and overall (`percentile_cont` with GROUPING SETS).
+- Elsewhere (SQLite), the same figures from three grouped ORM queries (sessions; PRs; review
+  events) and one query of the range's values, ranked in Python as percentile_cont does.
+- Then one query for the distinct prompt authors of the last five minutes, per repository
+  ("humans prompting now").
 
 Additive figures (counts, sums) are rolled up from the (repository, period) rows in Python;
 averages are kept as sums and counts so that they roll up exactly.
@@ -36,7 +38,7 @@ from datetime import UTC, date, datetime, timedelta
 from typing import Literal
 
 from django.core.exceptions import PermissionDenied
-from django.db import connection
+from django.db import connection, transaction
 from django.db.models import (
     Case,
     Count,
@@ -299,7 +301,8 @@ def metrics_report(
 ) -> MetricsReport:
     """All figures for `repositories` over [start, end] (dates, UTC, inclusive), per `period`.
 
-    Five queries whatever the data (none when `repositories` is empty).
+    A fixed number of queries whatever the data (none when `repositories` is empty).
+    Raises ValueError for an unknown period.
     """
     if period not in PERIODS:
         raise ValueError(f"period must be one of {', '.join(PERIODS)}")
@@ -315,17 +318,24 @@ def metrics_report(
     ids = [r.pk for r in repositories]
     since = datetime.combine(start, datetime.min.time(), tzinfo=UTC)
     until = datetime.combine(end + timedelta(days=1), datetime.min.time(), tzinfo=UTC)
-    trunc = TruncWeek if period == "week" else TruncDay
-
-    for rows in (_session_rows, _pr_rows, _review_rows):
-        for repo_id, bucket, figures in rows(ids, since, until, trunc):
-            # A bucket outside the list cannot happen (same truncation), but never lose data.
-            per_period.setdefault(bucket, Figures()).add(figures)
-            per_repo[repo_id].add(figures)
-            report.total.add(figures)
-
-    percentiles = _percentiles_pg if connection.vendor == "postgresql" else _percentiles_python
-    for repo_id, bucket, values in percentiles(ids, since, until, period):
+    figures_of = _figures_postgresql if connection.vendor == "postgresql" else _figures_portable
+    sums, percentiles = figures_of(ids, since, until, period)
+    # Roll the (repository, bucket) sums up per period, per repository and overall, as plain
+    # lists (a 180-day range per day has thousands of rows), then make Figures of them.
+    width = len(SUM_FIELDS)
+    by_period: dict[date, list[float]] = defaultdict(lambda: [0] * width)
+    by_repo: dict[int, list[float]] = defaultdict(lambda: [0] * width)
+    overall = [0] * width
+    for repo_id, bucket, values in sums:
+        for acc in (by_period[bucket], by_repo[repo_id], overall):
+            acc[:] = [a + v for a, v in zip(acc, values, strict=True)]
+    for bucket, values in by_period.items():
+        # A bucket outside the list cannot happen (same truncation), but never lose data.
+        per_period.setdefault(bucket, Figures()).add(_figures_of_sums(values))
+    for repo_id, values in by_repo.items():
+        per_repo[repo_id].add(_figures_of_sums(values))
+    report.total.add(_figures_of_sums(overall))
+    for repo_id, bucket, values in percentiles:
         if repo_id is None and bucket is None:
             target = report.total
         elif repo_id is None:
@@ -340,6 +350,32 @@ def metrics_report(
         ids, (now or timezone.now()) - PROMPTING_WINDOW
     )
     return report
+
+
+# Rows of the computation: sums as (repository id, bucket, values in SUM_FIELDS' order) and
+# percentiles as (repository id or None, bucket or None, {figure: value}); see
+# _percentiles_python.
+SumRows = list[tuple[int, date, list[float]]]
+PercentileRows = list[tuple[int | None, date | None, dict[str, float]]]
+
+
+def _figures_of_sums(values: list[float]) -> Figures:
+    # Sums may arrive as floats (PostgreSQL's array): counts become ints again.
+    return Figures(**{
+        name: type(getattr(_ZERO, name))(value or 0)
+        for name, value in zip(SUM_FIELDS, values, strict=True)
+    })  # fmt: skip
+
+
+def _figures_portable(ids, since, until, period: Period) -> tuple[SumRows, PercentileRows]:
+    """Any database (SQLite): three grouped ORM queries and the percentiles ranked in Python."""
+    trunc = TruncWeek if period == "week" else TruncDay
+    sums = [
+        (repo_id, bucket, [getattr(figures, name) for name in SUM_FIELDS])
+        for rows in (_session_rows, _pr_rows, _review_rows)
+        for repo_id, bucket, figures in rows(ids, since, until, trunc)
+    ]
+    return sums, list(_percentiles_python(ids, since, until, period))
 
 
 def _as_date(value) -> date:
@@ -474,48 +510,116 @@ def _review_rows(ids, since, until, trunc):
 
 # Percentiles: rows of (repository id or None, bucket or None, {figure: value}); a row with
 # both None is the total, with only a bucket a period, with only a repository a repository.
-# Each figure: (value, fraction). Values are read from a session (`s`) and its pull request
-# (`t`, at most one per session, so the join never repeats a session).
+# Each figure: (value, fraction); the values are a session's and its pull request's.
 _PERCENTILES = {
     "start_p50_ms": ("start", 0.5),
     "start_p95_ms": ("start", 0.95),
     "first_review_p50_s": ("first_review", 0.5),
     "merge_p50_s": ("merge", 0.5),
 }
-_PG_VALUES = {
-    "start": "s.start_ms",
-    "first_review": "EXTRACT(EPOCH FROM (t.first_review_at - t.created_at))",
-    "merge": "EXTRACT(EPOCH FROM (t.merged_at - t.created_at))",
-}
-# Literals, not parameters: the same expression must appear in SELECT and GROUP BY.
+
+# The PostgreSQL statement: one scan of the range's sessions, LEFT JOINed to their pull
+# request (at most one per session, so no session is repeated), materialized once as `c` and
+# read three times: sums per (repository, bucket), the reviews of its PRs per (repository,
+# bucket), and percentiles per bucket, per repository and overall (GROUPING SETS).
+# Each additive figure: (Figures attribute, aggregate over `c`).
+_PG_SUMS = [
+    ("sessions", "count(*)"),
+    ("cost_usd", "sum(cost_usd)"),
+    ("sandbox_s", "sum(sandbox_seconds)"),
+    ("retries", "sum(retries)"),
+    ("verify_ok", "count(*) FILTER (WHERE verify_ok)"),
+    ("verify_n", "count(verify_ok)"),
+    ("snapshot_n", "count(snapshot_age_s)"),
+    ("snapshot_s", "sum(snapshot_age_s)"),
+    ("prs", "count(pr)"),
+    ("merged", "count(*) FILTER (WHERE merged)"),
+    ("closed", "count(*) FILTER (WHERE closed)"),
+    ("merged_lines", "sum(lines) FILTER (WHERE merged)"),
+    ("escaped", "count(*) FILTER (WHERE merged AND reverted)"),
+    ("merged_rounds", "sum(review_rounds) FILTER (WHERE merged)"),
+    ("reviewed", "count(first_review)"),
+    ("first_review_s", "sum(first_review)"),
+    ("merge_s", "sum(merge) FILTER (WHERE merged)"),
+]
+_PG_REVIEW_SUMS = ["review_s", "reviews"]
+# The order of every SumRows' values (the PostgreSQL statement's array, for one).
+SUM_FIELDS = [name for name, _ in _PG_SUMS] + _PG_REVIEW_SUMS
+assert sorted(SUM_FIELDS) == sorted(Figures._ADDITIVE)
+_ZERO = Figures()
+_PG_SQL = """
+WITH c AS MATERIALIZED (
+  SELECT s.repository_id AS repo, date_trunc({trunc}, s.created_at AT TIME ZONE 'UTC') AS bucket,
+         s.cost_usd, s.sandbox_seconds, s.retries, s.verify_ok, s.snapshot_age_s,
+         s.start_ms AS start, p.id AS pr, p.state = %(merged)s AS merged,
+         p.state = %(closed)s AS closed, p.additions + p.deletions AS lines,
+         p.reverted_at IS NOT NULL AS reverted, p.review_rounds,
+         EXTRACT(EPOCH FROM p.first_review_at - p.created_at)::float8 AS first_review,
+         EXTRACT(EPOCH FROM p.merged_at - p.created_at)::float8 AS merge
+  FROM {session} s LEFT JOIN {pull_request} p ON p.session_id = s.id
+  WHERE s.repository_id = ANY(%(ids)s) AND s.created_at >= %(since)s AND s.created_at < %(until)s
+), sums AS (
+  SELECT repo, bucket, ARRAY[{sums}]::float8[] AS v FROM c GROUP BY repo, bucket
+), reviews AS (
+  SELECT c.repo, c.bucket,
+         sum(CASE WHEN r.seconds = 0 AND r.kind <> %(viewed)s THEN %(default_seconds)s
+             ELSE r.seconds END) AS effort,
+         count(*) FILTER (WHERE r.kind <> %(viewed)s) AS n
+  FROM {review} r JOIN c ON r.pull_request_id = c.pr GROUP BY c.repo, c.bucket
+)
+SELECT false, sums.repo, sums.bucket, 0, 0,
+       sums.v || ARRAY[coalesce(reviews.effort, 0), coalesce(reviews.n, 0)]::float8[]
+FROM sums LEFT JOIN reviews ON reviews.repo = sums.repo AND reviews.bucket = sums.bucket
+UNION ALL
+SELECT true, repo, bucket, GROUPING(repo), GROUPING(bucket), ARRAY[{percentiles}]::float8[]
+FROM c GROUP BY GROUPING SETS ((bucket), (repo), ())
+"""
+_PG_SETTINGS = "SELECT set_config('work_mem', '32MB', true), set_config('jit', 'off', true)"
+# Literals, not parameters: the same expression appears in SELECT and GROUP BY.
 _PG_TRUNC = {"day": "'day'", "week": "'week'"}
 
 
-def _percentiles_pg(ids, since, until, period):
-    # One query, one scan of the range's sessions (LEFT JOIN their PRs) with three groupings:
-    # per period, per repository, everything.
-    names = list(_PERCENTILES)
-    bucket = f"date_trunc({_PG_TRUNC[period]}, s.created_at AT TIME ZONE 'UTC')"
-    columns = ", ".join(
-        f"percentile_cont({q}) WITHIN GROUP (ORDER BY {_PG_VALUES[value]})"
-        for value, q in _PERCENTILES.values()
+def _figures_postgresql(ids, since, until, period: Period) -> tuple[SumRows, PercentileRows]:
+    """PostgreSQL: every figure in one statement (see _PG_SQL)."""
+    quote = connection.ops.quote_name
+    sql = _PG_SQL.format(
+        trunc=_PG_TRUNC[period],
+        session=quote(Session._meta.db_table),
+        pull_request=quote(PullRequest._meta.db_table),
+        review=quote(ReviewEvent._meta.db_table),
+        sums=", ".join(f"coalesce({aggregate}, 0)" for _, aggregate in _PG_SUMS),
+        percentiles=", ".join(
+            f"percentile_cont({q}) WITHIN GROUP (ORDER BY {value})"
+            for value, q in _PERCENTILES.values()
+        ),
     )
-    session_table = connection.ops.quote_name(Session._meta.db_table)
-    pr_table = connection.ops.quote_name(PullRequest._meta.db_table)
-    # Table names come from the models and the truncation from _PG_TRUNC; values are params.
-    sql = (
-        f"SELECT s.repository_id, {bucket}, GROUPING(s.repository_id), GROUPING({bucket}), "  # noqa: S608
-        f"{columns} FROM {session_table} s LEFT JOIN {pr_table} t ON t.session_id = s.id "
-        "WHERE s.repository_id = ANY(%s) AND s.created_at >= %s AND s.created_at < %s "
-        f"GROUP BY GROUPING SETS (({bucket}), (s.repository_id), ())"
-    )
-    with connection.cursor() as cursor:
-        cursor.execute(sql, [list(ids), since, until])
+    params = {
+        "merged": PullRequest.State.MERGED.value,
+        "closed": PullRequest.State.CLOSED.value,
+        "viewed": ReviewEvent.Kind.VIEWED.value,
+        "default_seconds": REVIEW_DEFAULT_SECONDS,
+        "ids": list(ids),
+        "since": since,
+        "until": until,
+    }
+    sums: SumRows = []
+    percentiles: PercentileRows = []
+    with transaction.atomic(), connection.cursor() as cursor:
+        # For this statement only (SET LOCAL): sort and hash the range's rows in memory, and
+        # skip JIT compilation, which costs more than it saves on a query of this size.
+        cursor.execute(_PG_SETTINGS)
+        cursor.execute(sql, params)
         rows = cursor.fetchall()
-    for repo_id, day, g_repo, g_bucket, *numbers in rows:
-        values = {n: float(v) for n, v in zip(names, numbers, strict=True) if v is not None}
+    for is_percentile, repo_id, bucket, g_repo, g_bucket, numbers in rows:
+        if not is_percentile:
+            sums.append((repo_id, _as_date(bucket), numbers))
+            continue
+        values = dict(zip(_PERCENTILES, numbers, strict=True))
+        values = {name: v for name, v in values.items() if v is not None}
         if values:  # the grand total of an empty range has none
-            yield (None if g_repo else repo_id, None if g_bucket else _as_date(day), values)
+            key_repo = None if g_repo else repo_id
+            percentiles.append((key_repo, None if g_bucket else _as_date(bucket), values))
+    return sums, percentiles
 
 
 def percentile_cont(sorted_values: list[float], q: float) -> float | None:
@@ -645,10 +749,7 @@ def _epoch(day: date) -> int:
 
 def chart_data(report: MetricsReport) -> dict:
     """The series the page's charts draw (uPlot wants parallel arrays, x in epoch seconds)."""
-    xs = [
-        int(datetime.combine(b, datetime.min.time(), tzinfo=UTC).timestamp())
-        for b, _ in report.series
-    ]
+    xs = [_epoch(b) for b, _ in report.series]
 
     def column(key: str) -> list[float | None]:
         col = next(c for c in COLUMNS if c.key == key)
@@ -669,14 +770,30 @@ def chart_data(report: MetricsReport) -> dict:
             {"id": "rates", "title": "Merged-PR rate and verify pass rate", "unit": "%",
              "series": {"Merged-PR rate": column("merged_rate"),
                         "Verify pass rate": column("verify_pass_rate")}},
+            {"id": "review-times", "title": "Time to first review and to merge (p50)",
+             "unit": " h", "series": {"First review": column("first_review_p50_s"),
+                                      "Merge": column("merge_p50_s")}},
             {"id": "review", "title": "Reviewer minutes", "unit": " min",
              "series": {"Reviewer minutes": column("reviewer_minutes")}},
             {"id": "accepted", "title": "Merged PRs per reviewer hour", "unit": "",
              "series": {"Merged PRs / reviewer hour": column("merged_per_reviewer_hour")}},
+            {"id": "lines", "title": "Merged lines per reviewer hour", "unit": "",
+             "series": {"Merged lines / reviewer hour": column("lines_per_reviewer_hour")}},
+            {"id": "rounds", "title": "Review rounds and retries", "unit": "",
+             "series": {"Review rounds / merged PR": column("rounds_per_merged"),
+                        "Retries / session": column("retries_per_session")}},
             {"id": "cost", "title": "Model cost per merged PR", "unit": " $",
              "series": {"Cost / merged PR": column("cost_per_merged")}},
+            {"id": "spend", "title": "Model cost", "unit": " $",
+             "series": {"Model cost": column("cost_usd")}},
+            {"id": "sandbox", "title": "Sandbox minutes", "unit": " min",
+             "series": {"Sandbox minutes": column("sandbox_minutes")}},
+            {"id": "defects", "title": "Escaped defects (merged, then reverted)", "unit": "",
+             "series": {"Escaped defects": column("escaped")}},
             {"id": "latency", "title": "Start latency", "unit": " ms",
              "series": {"p50": column("start_p50_ms"), "p95": column("start_p95_ms")}},
+            {"id": "snapshot", "title": "Snapshot age at session start (average)",
+             "unit": " min", "series": {"Snapshot age": column("snapshot_age_avg_s")}},
         ],
     }  # fmt: skip
 

@@ -113,25 +113,44 @@ def test_percentile_cont_interpolates_like_postgresql():
     assert percentile_cont([], 0.5) is None
 
 
-def test_the_sqlite_fallback_ranks_exactly_as_postgresql_does(team, world):
+@pytest.mark.parametrize("period", ["week", "day"])
+def test_the_portable_computation_gives_exactly_what_the_postgresql_statement_does(
+    team, world, period
+):
     from datetime import UTC, datetime
 
     from django.db import connection
 
-    from inspect_web.metrics import _percentiles_pg, _percentiles_python
+    from inspect_web.metrics import SUM_FIELDS, _figures_portable, _figures_postgresql
 
     if connection.vendor != "postgresql":
-        # On SQLite the other tests check the fallback against the hand-computed values.
-        pytest.skip("compares with PostgreSQL's percentile_cont; needs PostgreSQL")
-
+        # On SQLite the other tests check the portable path against the hand-computed values.
+        pytest.skip("compares with the PostgreSQL statement; needs PostgreSQL")
     args = (
         [team.repository.pk, team.other_repository.pk],
-        datetime(2026, 3, 2, tzinfo=UTC),
+        datetime(2026, 3, 1, tzinfo=UTC),  # s0 and its PR too
         datetime(2026, 3, 16, tzinfo=UTC),
-        "week",
+        period,
     )
-    in_sql = {(r, b): v for r, b, v in _percentiles_pg(*args)}
-    in_python = {(r, b): v for r, b, v in _percentiles_python(*args)}
+    sums_sql, percentiles_sql = _figures_postgresql(*args)
+    sums_orm, percentiles_python = _figures_portable(*args)
+
+    def added(rows):
+        out = {}
+        for repo_id, bucket, values in rows:
+            sums = out.setdefault((repo_id, bucket), dict.fromkeys(SUM_FIELDS, 0))
+            for name, value in zip(SUM_FIELDS, values, strict=True):
+                sums[name] += value or 0
+        return out
+
+    in_sql, in_orm = added(sums_sql), added(sums_orm)
+    assert set(in_sql) == set(in_orm)
+    for key, figures in in_sql.items():
+        assert figures == pytest.approx(in_orm[key]), key
+    s0_bucket = date(2026, 3, 1) if period == "day" else date(2026, 2, 23)
+    assert in_sql[(team.repository.pk, s0_bucket)]["review_s"] == 3600
+    in_sql = {(r, b): v for r, b, v in percentiles_sql}
+    in_python = {(r, b): v for r, b, v in percentiles_python}
     assert set(in_sql) == set(in_python)
     for key, values in in_sql.items():
         assert values == pytest.approx(in_python[key]), key

@@ -108,3 +108,29 @@ def test_the_page_runs_as_many_queries_for_ten_times_the_data(client, team):
     large, large_page = queries_for("large", 600, 12)  # 10x the sessions, 4x the repositories
     assert small == large
     assert "small-repo-0" in large_page  # the second count covered both data sets
+
+
+def test_every_figure_of_the_issue_is_charted_over_time_and_tabled(client, team, world):
+    import json
+    import re
+
+    page = get(client, team.manager, **RANGE).content.decode()
+    found = re.search(r'id="metrics-chart-data" type="application/json">(.*?)</script>', page)
+    charts = json.loads(found.group(1))
+    assert len(charts["x"]) == 2  # two weeks
+    charted = {name for chart in charts["charts"] for name in chart["series"]}
+    for figure in ["Sessions", "PRs", "Merged", "Merged-PR rate", "First review", "Merge",
+                   "Review rounds / merged PR", "Reviewer minutes", "Merged PRs / reviewer hour",
+                   "Merged lines / reviewer hour", "Sandbox minutes", "Model cost",
+                   "Cost / merged PR", "Retries / session", "Verify pass rate",
+                   "Escaped defects", "p50", "p95", "Snapshot age"]:  # fmt: skip
+        assert figure in charted, figure
+    funnel = next(c for c in charts["charts"] if c["id"] == "funnel")
+    assert funnel["series"]["Merged"] == [2, 0]
+    for header in ["Merged-PR rate", "First review p50", "Merge p50", "Review rounds",
+                   "Reviewer min", "Merged / rev. hour", "Lines / rev. hour", "Sandbox min",
+                   "Model cost", "Cost / merged PR", "Retries / session", "Verify pass",
+                   "Escaped defects", "Start p50", "Start p95", "Snapshot age",
+                   "Prompting now"]:  # fmt: skip
+        assert f'<th scope="col">{header}</th>' in page, header
+    assert "Humans prompting now" in page
