@@ -146,6 +146,8 @@ SNAPSHOT_KEEP = env.env_int("INSPECT_SNAPSHOT_KEEP", 3, minimum=1)
 SNAPSHOT_SETUP_TIMEOUT = env.env_int("INSPECT_SETUP_TIMEOUT", 1800, minimum=10)
 PREWARM_SECONDS = env.env_int("INSPECT_PREWARM_SECONDS", 120, minimum=5)
 SANDBOX_IDLE_SECONDS = env.env_int("INSPECT_SANDBOX_IDLE_SECONDS", 900, minimum=30)
+# A web terminal closes after this long without input (its shell with it).
+TERMINAL_IDLE_SECONDS = env.env_int("INSPECT_TERMINAL_IDLE_SECONDS", 600, minimum=1)
 
 
 # Agent runtimes

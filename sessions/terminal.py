@@ -1,0 +1,433 @@
+"""The web terminal: `ws/sessions/<id>/terminal/`, a shell on a PTY inside the session's live
+sandbox, shared by everyone watching.
+
+Every member of the session's repository who connects sees the same terminal (one shell per
+session per web process, with the last SCROLLBACK bytes replayed to a late joiner); only members
+whose role may prompt the session (engineers and admins) can type or resize it. Each line typed
+is audited (`terminal.input`) and shown in the session log (a `terminal` event). The terminal
+closes after TERMINAL_IDLE_SECONDS without input, when its last viewer leaves, or when the shell
+exits. When it closes, or when a typist asks (`commit`), files changed by hand are committed in
+the sandbox as the person who typed, and the session's diff, with its snapshot, follows them.
+
+Wire format
+-----------
+client -> server, JSON text frames:
+``{"type": "input", "data": "ls\\r"}``        keystrokes (typists only)
+``{"type": "resize", "cols": 120, "rows": 40}``  (typists only; the last resize wins)
+``{"type": "commit"}``                      record hand edits in the diff now (typists only)
+
+server -> client:
+binary frames   the terminal's output bytes, verbatim. The page hands them to xterm.js, which
+                interprets escape sequences on its own canvas; output is never put into the
+                page as HTML, so nothing the sandbox prints can inject markup or script.
+``{"type": "hello", "can_type": bool, "cols": n, "rows": n}``
+``{"type": "error", "code": 4403, "message": "..."}``  (e.g. a viewer tried to type)
+``{"type": "recorded", "files": n, "commit": "..."}``   hand edits went into the diff
+``{"type": "closed", "reason": "..."}``  then the socket closes
+
+Close codes: 4401 not logged in; 4403 no such session or not a member (the same for both);
+4404 the session has no running sandbox (queue a prompt first); 4408 closed for idleness;
+1000 the shell exited.
+
+A note on several web processes: the shell lives in the process its first viewer reached;
+viewers served by another daphne process get a shell of their own in the same sandbox.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import json
+import logging
+import shlex
+import threading
+import time
+
+from channels.db import database_sync_to_async
+from channels.generic.websocket import AsyncWebsocketConsumer
+from django.conf import settings
+from django.contrib.auth.models import AnonymousUser
+from django.http import Http404
+from django.utils import timezone
+
+from inspect_web import access, roles
+from sessions.models import Session
+from snapshots.sandbox import Pty, Sandbox, SandboxError, SandboxGone
+
+log = logging.getLogger(__name__)
+
+NOT_LOGGED_IN, FORBIDDEN, NO_SANDBOX, IDLE = 4401, 4403, 4404, 4408
+SCROLLBACK = 64 * 1024
+MAX_INPUT = 16 * 1024  # characters per input frame (a paste)
+TOUCH_SECONDS = 30.0  # how often typing marks the session active (the idle reaper reads it)
+SHELL = ("/bin/bash", "-i")
+GIT = "git -c safe.directory=* -c core.quotePath=false"
+# Typing is what an engineer does to a session: the role check of prompting it.
+TYPE_PERMISSION = roles.PROMPT_SESSION
+
+
+def idle_seconds() -> float:
+    return float(getattr(settings, "TERMINAL_IDLE_SECONDS", 600))
+
+
+# -- hand edits ---------------------------------------------------------------------------------
+
+
+def record_hand_edits(session_id: int, typists: list) -> dict:
+    """Commit what was changed by hand in the session's sandbox, as the people who typed, and
+    append the session's new diff (attributed to them) and snapshot. Returns {"files", "commit"}
+    ({} when nothing changed). Raises SandboxError; a running turn takes precedence (its own
+    commit then carries the edits) and this returns {"busy": True}."""
+    from sessions.events import append_events
+    from sessions.lease import DriverLease
+    from sessions.runner import _author
+    from sessions.workspace_git import diff_against
+
+    lease = DriverLease(session_id)
+    if not lease.acquire():
+        return {"busy": True}
+    try:
+        session = Session.objects.select_related("repository").get(pk=session_id)
+        sandbox = _attach(session)
+        first, others = _author(typists[0]), [_author(u) for u in typists[1:]]
+        trailers = "".join(f"\nCo-authored-by: {a.name} <{a.email}>" for a in others)
+        names = ", ".join(u.get_username() for u in typists)
+        message = f"Edited by hand in the terminal by {names}\n{trailers}"
+        env = {
+            "GIT_AUTHOR_NAME": first.name,
+            "GIT_AUTHOR_EMAIL": first.email,
+            "GIT_COMMITTER_NAME": first.name,
+            "GIT_COMMITTER_EMAIL": first.email,
+        }
+        result = sandbox.run(
+            f"{GIT} add -A && if {GIT} diff --cached --quiet; then echo NOCHANGE; else "
+            f"{GIT} commit --quiet --no-verify -m {shlex.quote(message)} && "
+            f"{GIT} rev-parse HEAD; fi",
+            cwd="/workspace",
+            env=env,
+            timeout=120,
+        )
+        if not result.ok:
+            raise SandboxError(f"committing the hand edits failed: {result.stderr[-400:]}")
+        commit = result.stdout.strip().splitlines()[-1] if result.stdout.strip() else "NOCHANGE"
+        if commit == "NOCHANGE":
+            return {}
+        files = diff_against(sandbox, session.base_commit)
+        turn = session.prompts.order_by("-order").values_list("order", flat=True).first() or 0
+        append_events(
+            session_id,
+            [
+                (
+                    "diff",
+                    {
+                        "path": f.path,
+                        "added": f.added,
+                        "removed": f.removed,
+                        "binary": f.binary,
+                        "patch": f.patch,
+                        "turn": turn,
+                        "commit": commit,
+                        "author": typists[0].get_username(),
+                        "by_hand": names,
+                    },
+                )
+                for f in files
+            ],
+        )
+        ref = sandbox.snapshot()
+        Session.objects.filter(pk=session_id).update(
+            session_snapshot_ref=str(ref),
+            diff_stats={
+                "files": len(files),
+                "added": sum(f.added for f in files),
+                "removed": sum(f.removed for f in files),
+                "paths": [f.path for f in files],
+            },
+            updated_at=timezone.now(),
+        )
+        return {"files": len(files), "commit": commit}
+    finally:
+        lease.release()
+
+
+def _attach(session: Session) -> Sandbox:
+    from snapshots.backends import sandbox_backend
+
+    if not session.sandbox_id:
+        raise SandboxGone("-", "the session has no running sandbox")
+    return sandbox_backend(session.sandbox_backend or None).attach(session.sandbox_id)
+
+
+# -- the shared terminal ------------------------------------------------------------------------
+
+
+class SharedTerminal:
+    """One shell in a session's sandbox and the consumers watching it (in this process)."""
+
+    def __init__(self, session_id: int, pty: Pty, cols: int, rows: int) -> None:
+        self.session_id = session_id
+        self.pty = pty
+        self.cols, self.rows = cols, rows
+        self.viewers: set[TerminalConsumer] = set()
+        self.scrollback = bytearray()
+        self.last_input = time.monotonic()
+        self.last_touch = 0.0
+        self.typists: dict[int, object] = {}  # user id -> user, in the order they typed
+        self.lines: dict[int, str] = {}  # per typist: what they typed since their last Enter
+        self.closed = False
+        self.loop = asyncio.get_running_loop()
+        self._reader = threading.Thread(target=self._read, daemon=True, name="terminal-read")
+        self._reader.start()
+        self._watchdog = asyncio.ensure_future(self._watch_idle())
+
+    # The reader thread: the PTY's blocking reads, handed to the event loop.
+    def _read(self) -> None:
+        while not self.closed:
+            try:
+                chunk = self.pty.read(timeout=0.5)
+            except Exception:  # the sandbox went away under us
+                chunk = b""
+                self.loop.call_soon_threadsafe(self._ended)
+                return
+            if chunk:
+                self.loop.call_soon_threadsafe(self._output, chunk)
+            elif self.pty.exit_code() is not None:
+                self.loop.call_soon_threadsafe(self._ended)
+                return
+
+    def _output(self, chunk: bytes) -> None:
+        self.scrollback += chunk
+        del self.scrollback[:-SCROLLBACK]
+        for viewer in list(self.viewers):
+            viewer.push(chunk)
+
+    def _ended(self) -> None:
+        if not self.closed:
+            asyncio.ensure_future(self.close("the shell exited", code=1000))
+
+    async def _watch_idle(self) -> None:
+        limit = idle_seconds()
+        while not self.closed:
+            await asyncio.sleep(min(5.0, max(0.2, limit / 4)))
+            if time.monotonic() - self.last_input > limit:
+                await self.close(f"closed after {int(limit)} s without input", code=IDLE)
+                return
+
+    async def type(self, user, data: str) -> None:
+        self.last_input = time.monotonic()
+        self.typists.setdefault(user.pk, user)
+        await asyncio.get_running_loop().run_in_executor(None, self.pty.write, data.encode())
+        # Audit whole lines: what was typed up to each Enter, per person.
+        line = self.lines.get(user.pk, "") + data
+        *done, rest = line.replace("\n", "\r").split("\r")
+        self.lines[user.pk] = rest[-4000:]
+        if done or time.monotonic() - self.last_touch > TOUCH_SECONDS:
+            self.last_touch = time.monotonic()
+            await database_sync_to_async(_record_input)(self.session_id, user, done)
+
+    async def resize(self, cols: int, rows: int) -> None:
+        self.cols, self.rows = cols, rows
+        await asyncio.get_running_loop().run_in_executor(None, self.pty.resize, cols, rows)
+
+    async def record_edits(self) -> dict:
+        typists = list(self.typists.values())
+        if not typists:
+            return {}
+        return await database_sync_to_async(record_hand_edits)(self.session_id, typists)
+
+    async def close(self, reason: str, *, code: int = 1000) -> None:
+        if self.closed:
+            return
+        self.closed = True
+        if _terminals.get(self.session_id) is self:
+            del _terminals[self.session_id]
+        if asyncio.current_task() is not self._watchdog:  # it may be the one closing
+            self._watchdog.cancel()
+        for user_id, rest in self.lines.items():
+            if rest:
+                await database_sync_to_async(_record_input)(
+                    self.session_id, self.typists[user_id], [rest], partial=True
+                )
+        await asyncio.get_running_loop().run_in_executor(None, self.pty.close)
+        for viewer in list(self.viewers):
+            await viewer.end(reason, code)
+        try:
+            await self.record_edits()
+        except Exception:
+            log.exception("recording hand edits of session %s failed", self.session_id)
+
+
+_terminals: dict[int, SharedTerminal] = {}
+_opening: dict[int, asyncio.Lock] = {}
+
+
+def _record_input(session_id: int, user, lines: list[str], *, partial: bool = False) -> None:
+    """Audit typed lines and show them in the session log; also marks the session active."""
+    from approvals.audit import record
+    from sessions.events import append_events
+
+    Session.objects.filter(pk=session_id).update(updated_at=timezone.now())
+    if not lines:
+        return
+    session = Session.objects.select_related("repository").get(pk=session_id)
+    for line in lines:
+        record(
+            "terminal.input",
+            actor=user,
+            session=session,
+            object_type="session",
+            object_id=session_id,
+            data={"input": line, "partial": partial},
+        )
+    append_events(
+        session_id,
+        [("terminal", {"user": user.get_username(), "input": line[:2000]}) for line in lines],
+    )
+
+
+def _open_pty(session_id: int, cols: int, rows: int) -> Pty:
+    session = Session.objects.get(pk=session_id)
+    sandbox = _attach(session)
+    return sandbox.open_pty(
+        SHELL, cols=cols, rows=rows, cwd="/workspace", env={"TERM": "xterm-256color"}
+    )
+
+
+async def shared_terminal(session_id: int, cols: int, rows: int) -> SharedTerminal:
+    """The session's terminal in this process, opened on first use."""
+    lock = _opening.setdefault(session_id, asyncio.Lock())
+    async with lock:
+        terminal = _terminals.get(session_id)
+        if terminal is None or terminal.closed:
+            pty = await database_sync_to_async(_open_pty)(session_id, cols, rows)
+            terminal = SharedTerminal(session_id, pty, cols, rows)
+            _terminals[session_id] = terminal
+        return terminal
+
+
+# -- the websocket ------------------------------------------------------------------------------
+
+
+def _membership(user, session_id: int) -> tuple[bool, bool] | None:
+    """(visible, may type) or None when the user may not see the session."""
+    try:
+        session = access.get_visible_or_404(
+            user, Session.objects.select_related("repository"), pk=session_id
+        )
+    except Http404:
+        return None
+    return True, access.has_repo_permission(user, session.repository, TYPE_PERMISSION)
+
+
+def _size(value, default: int, low: int, high: int) -> int:
+    try:
+        return max(low, min(high, int(value)))
+    except (TypeError, ValueError):
+        return default
+
+
+class TerminalConsumer(AsyncWebsocketConsumer):
+    terminal: SharedTerminal | None = None
+
+    async def connect(self) -> None:
+        self.session_id = int(self.scope["url_route"]["kwargs"]["session_id"])
+        self.terminal = None
+        self._ended = False
+        self.user = self.scope.get("user") or AnonymousUser()
+        if not self.user.is_authenticated:
+            return await self.refuse(NOT_LOGGED_IN, "Log in to use the terminal.")
+        found = await database_sync_to_async(_membership)(self.user, self.session_id)
+        if found is None:
+            return await self.refuse(
+                FORBIDDEN,
+                "This session does not exist or you are not a member of its repository.",
+            )
+        self.can_type = found[1]
+        try:
+            self.terminal = await shared_terminal(self.session_id, 80, 24)
+        except SandboxError as exc:
+            return await self.refuse(
+                NO_SANDBOX,
+                f"The session's sandbox is not running ({exc}); queue a prompt to start it, "
+                "then open the terminal again.",
+            )
+        await self.accept()
+        self.terminal.viewers.add(self)
+        await self.send_json(
+            {
+                "type": "hello",
+                "can_type": self.can_type,
+                "cols": self.terminal.cols,
+                "rows": self.terminal.rows,
+            }
+        )
+        if self.terminal.scrollback:
+            await self.send(bytes_data=bytes(self.terminal.scrollback))
+
+    async def refuse(self, code: int, message: str) -> None:
+        await self.accept()
+        await self.send_json({"type": "error", "code": code, "message": message})
+        await self.close(code=code)
+
+    async def send_json(self, message: dict) -> None:
+        await self.send(text_data=json.dumps(message))
+
+    def push(self, chunk: bytes) -> None:
+        asyncio.ensure_future(self._push(chunk))
+
+    async def _push(self, chunk: bytes) -> None:
+        with contextlib.suppress(Exception):  # the socket closed meanwhile
+            await self.send(bytes_data=chunk)
+
+    async def end(self, reason: str, code: int) -> None:
+        if self._ended:
+            return
+        self._ended = True
+        with contextlib.suppress(Exception):
+            await self.send_json({"type": "closed", "reason": reason})
+            await self.close(code=code)
+
+    async def receive(self, text_data: str | None = None, bytes_data: bytes | None = None):
+        terminal = self.terminal
+        if terminal is None or terminal.closed:
+            return
+        try:
+            message = json.loads(text_data or "")
+            kind = message["type"]
+        except (ValueError, KeyError, TypeError):
+            return await self.send_json(
+                {"type": "error", "code": 4400, "message": "Frames are JSON with a `type`."}
+            )
+        if kind not in {"input", "resize", "commit"}:
+            return
+        if not self.can_type:
+            return await self.send_json(
+                {
+                    "type": "error",
+                    "code": FORBIDDEN,
+                    "message": "You can watch this terminal; typing needs the engineer role "
+                    "on this repository.",
+                }
+            )
+        if kind == "input":
+            data = message.get("data")
+            if isinstance(data, str) and data:
+                await terminal.type(self.user, data[:MAX_INPUT])
+        elif kind == "resize":
+            cols = _size(message.get("cols"), terminal.cols, 10, 500)
+            rows = _size(message.get("rows"), terminal.rows, 4, 200)
+            await terminal.resize(cols, rows)
+        else:
+            try:
+                outcome = await terminal.record_edits()
+            except SandboxError as exc:
+                return await self.send_json({"type": "error", "code": 4500, "message": str(exc)})
+            await self.send_json({"type": "recorded", **outcome})
+
+    async def disconnect(self, code: int) -> None:
+        terminal = self.terminal
+        if terminal is None:
+            return
+        terminal.viewers.discard(self)
+        if not terminal.viewers and not terminal.closed:
+            await terminal.close("its last viewer left")

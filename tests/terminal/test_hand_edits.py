@@ -1,0 +1,69 @@
+"""What an engineer changes by hand in the terminal becomes part of the session's diff,
+attributed to them, and of its snapshot."""
+
+from __future__ import annotations
+
+import pytest
+
+from tests.streaming.conftest import in_thread, running_daphne
+from tests.terminal.conftest import TerminalClient
+
+pytestmark = pytest.mark.django_db(transaction=True)
+
+
+def hand_diff(session_id):
+    from sessions.models import Event, Session
+
+    session = Session.objects.get(pk=session_id)
+    diffs = [
+        e.payload
+        for e in Event.objects.filter(session_id=session_id, kind="diff").order_by("seq")
+        if e.payload.get("by_hand")
+    ]
+    return session, diffs
+
+
+async def test_a_hand_edit_shows_in_the_diff_as_the_typists(terminal_daphne, live_session, cookies):
+    term = await TerminalClient.open(terminal_daphne, live_session.pk, cookies["engineer"])
+    await term.until_message("hello")
+    await term.type("sed -i 's/# widgets/# widgets, fixed by hand/' README.md && echo edited\r")
+    await term.until_output(b"edited\r\n")
+    await term.send(type="commit")
+    recorded = await term.until_message("recorded")
+    assert recorded["files"] == 1 and len(recorded["commit"]) == 40
+    session, diffs = await in_thread(hand_diff, live_session.pk)
+    assert [(d["path"], d["author"], d["by_hand"]) for d in diffs] == [
+        ("README.md", "engineer", "engineer")
+    ]
+    assert "+# widgets, fixed by hand" in diffs[0]["patch"]
+    assert session.diff_stats["paths"] == ["README.md"]
+    assert session.session_snapshot_ref != live_session.session_snapshot_ref
+    # The commit in the sandbox is the engineer's.
+    await term.type("git -c safe.directory='*' log -1 --format='%an|%s'\r")
+    await term.until_output(b"engineer|Edited by hand in the terminal by engineer")
+    await term.close()
+
+
+async def test_edits_are_recorded_when_the_terminal_closes(terminal_daphne, live_session, cookies):
+    term = await TerminalClient.open(terminal_daphne, live_session.pk, cookies["engineer"])
+    await term.until_message("hello")
+    await term.type("echo new > notes.txt && echo done-writing\r")
+    await term.until_output(b"done-writing\r\n")
+    await term.close()
+    import asyncio
+
+    for _ in range(100):
+        _, diffs = await in_thread(hand_diff, live_session.pk)
+        if diffs:
+            break
+        await asyncio.sleep(0.1)
+    assert [d["path"] for d in diffs] == ["notes.txt"]
+
+
+async def test_an_idle_terminal_closes(live_session, cookies, tmp_path):
+    with running_daphne(tmp_path / "idle.log", INSPECT_TERMINAL_IDLE_SECONDS="2") as daphne:
+        term = await TerminalClient.open(daphne, live_session.pk, cookies["engineer"])
+        await term.until_message("hello")
+        assert await term.close_code(timeout=15) == 4408
+        closed = [m for m in term.messages if m["type"] == "closed"]
+        assert closed and "without input" in closed[0]["reason"]
