@@ -385,3 +385,32 @@ def code_host_for(repository: Repository) -> LocalHost:
     except GitHubLink.DoesNotExist:
         return LocalHost(repository)
     return GitHubHost(repository)
+
+
+def repository_link_github(*, repository: Repository, full_name: str):
+    """Link `repository` to `full_name` on GitHub and check the App can reach it (a scoped
+    token, then `git ls-remote` with it). CodeHostError, with nothing saved, when it cannot."""
+    from django.db import transaction
+
+    from sessions.models import GitHubLink
+
+    owner, _, name = full_name.strip().strip("/").removesuffix(".git").partition("/")
+    if not owner or not name or "/" in name:
+        raise CodeHostError(f"{full_name!r} is not OWNER/NAME")
+    with transaction.atomic():
+        link, _ = GitHubLink.objects.update_or_create(
+            repository=repository,
+            defaults={"full_name": f"{owner}/{name}", "installation_id": None},
+        )
+        repository.github = link
+        host = GitHubHost(repository)
+        GitHubHost._tokens.pop((settings.GITHUB_API_URL, link.full_name.lower()), None)
+        token = host.token()
+        try:
+            mirror.git("ls-remote", "--heads", repository.url, repository.default_branch,
+                       env=git_auth_env(token))  # fmt: skip
+        except mirror.MirrorError as exc:
+            raise CodeHostError(
+                f"the App's token for {link.full_name} cannot read {repository.url}: {exc}"
+            ) from None
+    return link

@@ -13,6 +13,8 @@ import pytest
 FIXTURES = Path(__file__).parent / "fixtures"
 SECRET = "It's a Secret to Everybody"
 CODERTOCAT_ID = 21031067
+REPO = "octo-org/widgets"
+RECIPE = 'setup = ["true"]\nverify = ["echo checked"]\n'
 
 
 def payload(name: str) -> dict:
@@ -80,3 +82,58 @@ def codertocat(team):
         extra_data={"login": "Codertocat", "id": CODERTOCAT_ID},
     )  # fmt: skip
     return team.reviewer
+
+
+@pytest.fixture(scope="session")
+def app_key() -> tuple[str, str]:
+    """A GitHub App private key (PEM) and its public half, made for this test run."""
+    from cryptography.hazmat.primitives import serialization
+    from cryptography.hazmat.primitives.asymmetric import rsa
+
+    key = rsa.generate_private_key(public_exponent=65537, key_size=2048)
+    private = key.private_bytes(
+        serialization.Encoding.PEM,
+        serialization.PrivateFormat.PKCS8,
+        serialization.NoEncryption(),
+    ).decode()
+    public = (
+        key.public_key()
+        .public_bytes(serialization.Encoding.PEM, serialization.PublicFormat.SubjectPublicKeyInfo)
+        .decode()
+    )
+    return private, public
+
+
+@pytest.fixture
+def github_server(settings, tmp_path, app_key, make_git_repo):
+    """A local GitHub hosting octo-org/widgets with the App (id 4242) installed on it."""
+    from sessions.codehosts import GitHubHost
+    from tests.pulls.github_fake import FakeGitHub
+
+    private, public = app_key
+    fake = FakeGitHub(tmp_path / "github", app_id=4242, public_key=public).start()
+    settings.GITHUB_APP_ID = "4242"
+    settings.GITHUB_APP_PRIVATE_KEY = private
+    settings.GITHUB_API_URL = fake.url
+    settings.AUTO_PULL_REQUEST = True
+    GitHubHost._tokens.clear()
+    upstream = make_git_repo(
+        files={"README.md": "# widgets\n", ".inspect/environment.toml": RECIPE}
+    )
+    fake.clone_url = fake.add_repo(REPO, upstream.path)
+    yield fake
+    fake.stop()
+
+
+@pytest.fixture
+def github(github_server, team, inspect_cli):
+    """`widgets` linked to octo-org/widgets, with a ready snapshot (cloned over HTTP with an
+    installation token)."""
+    from sessions.models import GitHubLink
+
+    team.repository.url = github_server.clone_url
+    team.repository.save()
+    GitHubLink.objects.create(repository=team.repository, full_name=REPO)
+    code, out, err = inspect_cli("snapshot", "refresh", "widgets", "--json")
+    assert code == 0, err
+    return github_server

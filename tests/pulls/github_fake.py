@@ -80,6 +80,7 @@ class FakeGitHub:
         self.server = ThreadingHTTPServer(("127.0.0.1", 0), _Handler)
         self.server.fake = self  # type: ignore[attr-defined]
         self.url = f"http://127.0.0.1:{self.server.server_address[1]}"
+        self.clone_url = ""  # of the repository a fixture hosts
         self.thread = threading.Thread(target=self.server.serve_forever, daemon=True)
 
     # -- the test's controls -------------------------------------------------------------------

@@ -9,58 +9,12 @@ import pytest
 
 from approvals import gate
 from sessions.models import Event, GitHubLink, PullRequest, ReviewEvent, Session
-from tests.pulls.github_fake import FakeGitHub, _git
+from tests.pulls.conftest import REPO
+from tests.pulls.github_fake import _git
 
 pytestmark = pytest.mark.django_db
 
 AGENT = 'printf "hello from $INSPECT_AUTHOR\\n" > greeting.txt'
-REPO = "octo-org/widgets"
-RECIPE = 'setup = ["true"]\nverify = ["echo checked"]\n'
-
-
-@pytest.fixture(scope="session")
-def app_key() -> tuple[str, str]:
-    """A GitHub App private key (PEM) and its public half, made for this test run."""
-    from cryptography.hazmat.primitives import serialization
-    from cryptography.hazmat.primitives.asymmetric import rsa
-
-    key = rsa.generate_private_key(public_exponent=65537, key_size=2048)
-    private = key.private_bytes(
-        serialization.Encoding.PEM,
-        serialization.PrivateFormat.PKCS8,
-        serialization.NoEncryption(),
-    ).decode()
-    public = (
-        key.public_key()
-        .public_bytes(serialization.Encoding.PEM, serialization.PublicFormat.SubjectPublicKeyInfo)
-        .decode()
-    )
-    return private, public
-
-
-@pytest.fixture
-def github(settings, tmp_path, app_key, make_git_repo, team, inspect_cli):
-    """GitHub with the App installed on octo-org/widgets, which `widgets` is linked to and
-    has a ready snapshot of (cloned over HTTP with an installation token)."""
-    from sessions.codehosts import GitHubHost
-
-    private, public = app_key
-    fake = FakeGitHub(tmp_path / "github", app_id=4242, public_key=public).start()
-    settings.GITHUB_APP_ID = "4242"
-    settings.GITHUB_APP_PRIVATE_KEY = private
-    settings.GITHUB_API_URL = fake.url
-    settings.AUTO_PULL_REQUEST = True
-    GitHubHost._tokens.clear()
-    upstream = make_git_repo(
-        files={"README.md": "# widgets\n", ".inspect/environment.toml": RECIPE}
-    )
-    team.repository.url = fake.add_repo(REPO, upstream.path)
-    team.repository.save()
-    GitHubLink.objects.create(repository=team.repository, full_name=REPO)
-    code, out, err = inspect_cli("snapshot", "refresh", "widgets", "--json")
-    assert code == 0, err
-    yield fake
-    fake.stop()
 
 
 def start(create_session, *more: str) -> dict:

@@ -13,9 +13,10 @@ from approvals import cli as approvals_cli
 from inspect_web import metrics_cli
 from inspect_web.embedded_redis import ensure_embedded_redis
 from sessions import cli as sessions_cli
+from sessions import github_cli
 from snapshots import cli as snapshots_cli
 
-AREAS = [snapshots_cli, sessions_cli, approvals_cli, metrics_cli]
+AREAS = [snapshots_cli, sessions_cli, github_cli, approvals_cli, metrics_cli]
 
 
 class Command(BaseCommand):
