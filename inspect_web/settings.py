@@ -310,7 +310,7 @@ elif GITHUB_OAUTH_CLIENT_ID or GITHUB_OAUTH_CLIENT_SECRET:
 SOCIALACCOUNT_STORE_TOKENS = True  # the PR-opening token of a user who logged in with GitHub
 
 # The GitHub App the worker acts as for clone, push, PRs and merges (repositories linked with
-# `inspect repo github`). The private key: PEM text, or a path to the PEM file.
+# `inspect github link`). The private key: PEM text, or a path to the PEM file.
 GITHUB_APP_ID = env.env_str("GITHUB_APP_ID")
 GITHUB_APP_PRIVATE_KEY = env.env_str("GITHUB_APP_PRIVATE_KEY")
 if GITHUB_APP_PRIVATE_KEY and not GITHUB_APP_PRIVATE_KEY.lstrip().startswith("-----BEGIN"):
