@@ -96,6 +96,9 @@ class LocalHost:
     def open_pull(self, *, branch: str, base: str, title: str, body: str, author) -> OpenedPull:
         return OpenedPull(number=None, url="")
 
+    def update_pull(self, pr, *, body: str) -> None:
+        """Bring the PR's description up to date (here it lives in the PullRequest row)."""
+
     def merge(self, pr, *, merged_by) -> str:
         """Merge the branch into the base in the mirror, push the base; returns the merge sha."""
         mirror_dir = mirror.mirror_path(self.repository.name)
@@ -296,6 +299,17 @@ class GitHubHost(LocalHost):
                 f"GitHub refused the pull request for {branch} ({exc.status}: {_message(exc)})"
             ) from None
         return OpenedPull(pull.number, pull.html_url, opened_as_app=True)
+
+    def update_pull(self, pr, *, body: str) -> None:
+        from github import GithubException
+
+        try:
+            self._with_app(lambda repo: repo.get_pull(pr.number).edit(body=body))
+        except GithubException as exc:
+            raise CodeHostError(
+                f"GitHub refused to update #{pr.number}'s description ({exc.status}: "
+                f"{_message(exc)})"
+            ) from None
 
     def merge(self, pr, *, merged_by) -> str:
         from github import GithubException

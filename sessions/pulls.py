@@ -10,9 +10,9 @@ import shlex
 from django.conf import settings
 from django.db import transaction
 from django.utils import timezone
-from django.utils.text import slugify
+from django.utils.text import Truncator, slugify
 
-from approvals import gate
+from approvals import audit, gate
 from sessions.codehosts import (
     AlreadyMerged,
     BranchTaken,
@@ -55,6 +55,12 @@ def pr_body(session: Session) -> str:
         else events.none()
     )
     lines = [f"## Task\n\n{first.text if first else session.title}\n"]
+    follow_ups = list(session.prompts.filter(order__gt=1).order_by("order").values_list("text"))
+    if follow_ups:
+        asked = "\n".join(
+            f"- {Truncator(text.splitlines()[0]).chars(200)}" for (text,) in follow_ups
+        )
+        lines.append(f"Then:\n\n{asked}\n")
     if summary.get("text"):
         lines.append(f"## Summary\n\n{summary['text']}\n")
     if verify:
@@ -174,9 +180,23 @@ def publish_turn(session: Session, sandbox: Sandbox, *, fence: int | None = None
                         "opened_as_app": opened.opened_as_app,
                     },
                 )
+            if created:
+                audit.record(
+                    "pull_request.open",
+                    actor_kind=audit.AuditEntry.ActorKind.SYSTEM,
+                    session=session,
+                    object_type="pull_request",
+                    object_id=pr.pk,
+                    data={"host": host.name, "branch": branch, "number": opened.number,
+                          "opened_as_app": opened.opened_as_app},
+                )  # fmt: skip
         else:
             pr, created = existing, False
+            body = pr_body(session)
+            if body != pr.body:  # the follow-ups, summary and verification of this turn
+                host.update_pull(pr, body=body)
         PullRequest.objects.filter(pk=pr.pk).update(
+            body=body,
             head_sha=head,
             additions=stats.get("added", 0),
             deletions=stats.get("removed", 0),

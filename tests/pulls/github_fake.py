@@ -381,6 +381,21 @@ class FakeGitHub:
         pull["head"]["sha"] = repo.head(pull["head"]["ref"]) or pull["head"]["sha"]
         return 200, pull
 
+    def update_pull(self, req, match, query, body):
+        repo, error, _ = self._repo_request(req, match)
+        if error:
+            return error
+        number = int(match["number"])
+        if not 0 < number <= len(repo.pulls):
+            return 404, {"message": "Not Found"}
+        pull = repo.pulls[number - 1]
+        unknown = set(body or {}) - {"title", "body", "state", "base", "maintainer_can_modify"}
+        if unknown:
+            self.problem(f"PATCH pulls/{number} with {sorted(unknown)}")
+        pull.update({k: v for k, v in (body or {}).items() if k in ("title", "body")})
+        pull["updated_at"] = _now()
+        return 200, pull
+
     def merge_pull(self, req, match, query, body):
         repo, error, kind = self._repo_request(req, match)
         if error:
@@ -419,6 +434,8 @@ ROUTES = [
     ("GET", r"/repos/(?P<owner>[^/]+)/(?P<repo>[^/]+)/pulls", FakeGitHub.list_pulls),
     ("POST", r"/repos/(?P<owner>[^/]+)/(?P<repo>[^/]+)/pulls", FakeGitHub.create_pull),
     ("GET", r"/repos/(?P<owner>[^/]+)/(?P<repo>[^/]+)/pulls/(?P<number>\d+)", FakeGitHub.get_pull),
+    ("PATCH", r"/repos/(?P<owner>[^/]+)/(?P<repo>[^/]+)/pulls/(?P<number>\d+)",
+     FakeGitHub.update_pull),
     ("PUT", r"/repos/(?P<owner>[^/]+)/(?P<repo>[^/]+)/pulls/(?P<number>\d+)/merge",
      FakeGitHub.merge_pull),
 ]  # fmt: skip

@@ -53,6 +53,13 @@ def test_a_turn_opens_one_pull_request_and_a_retry_opens_no_second(
     assert PullRequest.objects.get(session_id=summary["id"]).number == 1
     assert len(github.repo(REPO).pulls) == 1
     assert len(github.calls("POST", f"/repos/{REPO}/pulls")) == 1
+    # A later turn brings the description up to date with what was asked since.
+    code, out, err = inspect_cli("session", "prompt", str(summary["id"]), "and a farewell",
+                                 "--inline", "--as", "engineer")  # fmt: skip
+    assert code == 0, err
+    [patched] = github.calls("PATCH", f"/repos/{REPO}/pulls/1")
+    assert set(patched["body"]) == {"body"} and "- and a farewell" in patched["body"]["body"]
+    assert "- and a farewell" in github.repo(REPO).pulls[0]["body"]
 
     assert github.problems == []
     git = [r for r in github.requests if ".git/" in r["path"]]

@@ -45,9 +45,11 @@ def test_a_turn_opens_one_pull_request_and_later_turns_push_to_its_branch(
     pr.refresh_from_db()
     assert pr.head_sha != first_head
     assert upstream.git("rev-parse", pr.branch).strip() == pr.head_sha
+    assert "## Task\n\nadd a greeting\n\nThen:\n\n- more, please\n" in pr.body
     opened = [e.payload["opened"] for e in Event.objects.filter(session_id=pr.session_id,
               kind="status", payload__has_key="pull_request")]  # fmt: skip
     assert opened == [True, False]
+    assert AuditEntry.objects.filter(action="pull_request.open").count() == 1
 
 
 def test_merging_waits_for_a_second_person_and_runs_once(publishing, create_session, team):
