@@ -107,20 +107,23 @@ def highlight_patch(patch: str) -> str:
 
 
 def latest_diff(session) -> list[dict]:
-    """The newest turn's per-file diff (each turn's diff is against the session's base)."""
+    """The newest per-file diff against the session's base: of the last turn, or of the hand
+    edits recorded after it (same turn, their own commit)."""
     newest = (
         Event.objects.filter(session=session, kind="diff")
         .order_by("-seq")
-        .values_list("payload__turn", flat=True)
+        .values_list("payload__turn", "payload__commit")
         .first()
     )
     if newest is None:
         return []
+    turn, commit = newest
+    diffs = Event.objects.filter(session=session, kind="diff", payload__turn=turn)
     files = []
-    for event in Event.objects.filter(session=session, kind="diff", payload__turn=newest).order_by(
-        "seq"
-    ):
+    for event in diffs.order_by("seq"):
         payload = event.payload
+        if payload.get("commit") != commit:
+            continue
         patch = payload.get("patch", "")
         files.append(
             {

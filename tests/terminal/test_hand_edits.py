@@ -67,3 +67,42 @@ async def test_an_idle_terminal_closes(live_session, cookies, tmp_path):
         assert await term.close_code(timeout=15) == 4408
         closed = [m for m in term.messages if m["type"] == "closed"]
         assert closed and "without input" in closed[0]["reason"]
+
+
+@pytest.fixture
+def turn_with_a_change(transactional_db, ready_repo, create_session):
+    from sessions.models import Session
+
+    _, summary, _ = create_session(
+        "--prompt", "greet", "--agent-command", "printf 'hello\\n' > greeting.txt", "--inline"
+    )
+    return Session.objects.get(pk=summary["id"])
+
+
+async def test_the_diff_panel_shows_the_turns_change_and_the_hand_edit_once_each(
+    terminal_daphne, turn_with_a_change, cookies
+):
+    term = await TerminalClient.open(terminal_daphne, turn_with_a_change.pk, cookies["admin"])
+    await term.until_message("hello")
+    await term.type(
+        "echo 'hello, by hand' > greeting.txt && echo >> README.md && echo ok-$((2+2))\r"
+    )
+    await term.until_output(b"ok-4")
+    await term.send(type="commit")
+    assert (await term.until_message("recorded"))["files"] == 2
+    await term.close()
+
+    def panel():
+        from django.test import Client
+
+        from sessions.rendering import latest_diff
+
+        client = Client()
+        client.force_login(turn_with_a_change.creator)
+        page = client.get(f"/sessions/{turn_with_a_change.pk}/").content.decode()
+        return [(f["path"], f["author"]) for f in latest_diff(turn_with_a_change)], page
+
+    files, page = await in_thread(panel)
+    assert files == [("README.md", "admin"), ("greeting.txt", "admin")]
+    assert "by hand (admin)" in page
+    assert "typed in the terminal:" in page
