@@ -30,7 +30,11 @@ class CodeHostError(RuntimeError):
 
 
 class AlreadyMerged(CodeHostError):
-    pass
+    """The code host already merged (or, with `closed`, closed) the PR, outside this platform."""
+
+    def __init__(self, message: str, *, sha: str = "", closed: bool = False) -> None:
+        super().__init__(message)
+        self.sha, self.closed = sha, closed
 
 
 class BranchTaken(CodeHostError):
@@ -111,7 +115,7 @@ class LocalHost:
         except mirror.MirrorError as exc:
             raise CodeHostError(f"reading {pr.base} and the branch failed: {exc}") from None
         if mirror.is_ancestor(mirror_dir, head, base):
-            raise AlreadyMerged(f"{pr.branch} is already part of {pr.base}")
+            raise AlreadyMerged(f"{pr.branch} is already merged: it is part of {pr.base}")
         try:
             tree = mirror.git("merge-tree", "--write-tree", base, head, cwd=mirror_dir).split()[0]
         except mirror.MirrorError:
@@ -318,9 +322,11 @@ class GitHubHost(LocalHost):
         def merge(repo):
             pull = repo.get_pull(pr.number)
             if pull.merged:
-                raise AlreadyMerged(f"pull request #{pr.number} is already merged")
+                raise AlreadyMerged(
+                    f"pull request #{pr.number} is already merged", sha=pull.merge_commit_sha or ""
+                )
             if pull.state == "closed":
-                raise AlreadyMerged(f"pull request #{pr.number} was closed on GitHub")
+                raise AlreadyMerged(f"pull request #{pr.number} was closed on GitHub", closed=True)
             status = pull.merge(
                 merge_method="merge",
                 commit_title=f"{pr.title} (#{pr.number})",

@@ -254,6 +254,11 @@ def execute_merge(approval) -> dict:
     try:
         sha = host.merge(pr, merged_by=approval.decided_by)
     except AlreadyMerged as exc:
+        # Done elsewhere meanwhile: record what the code host says, then fail with the reason.
+        if exc.closed:
+            mark_closed(pr)
+        else:
+            mark_merged(pr, merge_sha=exc.sha)
         raise gate.ActionNoLongerApplies(str(exc)) from None
     mark_merged(pr, merge_sha=sha, merged_by=approval.decided_by)
     return {"merged": True, "merge_sha": sha, "base": pr.base}

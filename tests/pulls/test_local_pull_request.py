@@ -105,6 +105,28 @@ def test_a_merge_approved_after_the_pr_was_merged_elsewhere_fails_with_the_reaso
     assert "greeting.txt" not in publishing.upstream.git("ls-tree", "--name-only", "main")
 
 
+def test_a_branch_merged_by_hand_in_the_repository_is_recorded_when_the_merge_runs(
+    publishing, create_session, team
+):
+    from sessions.pulls import request_merge
+
+    code, summary, err = create_session("--prompt", "add a greeting", "--agent-command", AGENT,
+                                        "--inline", "--as", "engineer")  # fmt: skip
+    assert code == 0, err
+    pr = PullRequest.objects.get(session_id=summary["id"])
+    approval = request_merge(pr, team.engineer)
+    publishing.upstream.git("merge", "--quiet", "--no-ff", "-m", "by hand", pr.branch)
+    gate.approval_decide(approval=approval, user=team.reviewer, approve=True)
+    gate.execute_approval(approval.pk)
+    approval.refresh_from_db()
+    assert approval.state == ApprovalRequest.State.FAILED
+    assert approval.result["error"] == f"{pr.branch} is already merged: it is part of main"
+    pr.refresh_from_db()
+    assert pr.state == "merged" and pr.merged_by is None
+    assert Session.objects.get(pk=pr.session_id).state == "merged"
+    assert publishing.upstream.git("log", "-1", "--format=%s", "main").strip() == "by hand"
+
+
 def test_the_session_page_shows_the_pull_request_and_a_merge_button(
     publishing, create_session, team, client
 ):
