@@ -25,13 +25,17 @@ def start(create_session, *more: str) -> dict:
 
 
 def test_a_turn_opens_one_pull_request_and_a_retry_opens_no_second(
-    github, create_session, inspect_cli
+    github, create_session, inspect_cli, client, team
 ):
     summary = start(create_session)
     assert summary["state"] == "pr_open"
     pr = PullRequest.objects.get(session_id=summary["id"])
     assert (pr.host, pr.number, pr.opened_as_app) == ("github", 1, True)
     assert pr.url == f"https://github.com/{REPO}/pull/1"
+    client.force_login(team.engineer)
+    page = client.get(f"/sessions/{pr.session_id}/").content.decode()
+    assert f'<a href="{pr.url}" rel="noopener">open on GitHub</a>' in page
+    assert "opened as the App" in page and "Request merge" in page
     bare = github.repo(REPO).path
     assert _git(bare, "show", f"{pr.branch}:greeting.txt") == "hello from engineer"
     assert _git(bare, "rev-parse", pr.branch) == pr.head_sha
