@@ -6,6 +6,7 @@ from __future__ import annotations
 import re
 
 from django.contrib.auth.decorators import login_required
+from django.contrib.auth.views import redirect_to_login
 from django.core.files.storage import default_storage
 from django.http import FileResponse, Http404, HttpRequest, HttpResponse
 from django.shortcuts import redirect
@@ -15,16 +16,19 @@ from approvals.audit import record
 from inspect_web import access
 from sessions import preview as live
 from sessions.models import Session
-from sessions.screenshots import artifact_name, preview_port
+from sessions.screenshots import artifact_name, preview_port, screenshot_link_valid
 
 KEY = re.compile(r"^[0-9a-f]{32}$")
 
 
-@login_required
 def screenshot_image(request: HttpRequest, pk: int, key: str) -> HttpResponse:
-    """One screenshot's PNG."""
-    session = access.get_visible_or_404(request.user, Session.objects.all(), pk=pk)
-    name = artifact_name(session.pk, key)
+    """One screenshot's PNG: for members, or for anyone holding its signed link (the pull
+    request body's images, which the code host fetches without a login)."""
+    if not screenshot_link_valid(pk, key, request.GET.get("s", "")):
+        if not request.user.is_authenticated:
+            return redirect_to_login(request.get_full_path())
+        access.get_visible_or_404(request.user, Session.objects.all(), pk=pk)
+    name = artifact_name(pk, key)
     if not KEY.match(key) or not default_storage.exists(name):
         raise Http404("No such screenshot in this session.")
     response = FileResponse(default_storage.open(name, "rb"), content_type="image/png")

@@ -23,9 +23,11 @@ import time
 import uuid
 from urllib.parse import urljoin, urlsplit
 
+from django.core import signing
 from django.core.files.base import ContentFile
 from django.core.files.storage import default_storage
 from django.urls import reverse
+from django.utils.crypto import constant_time_compare
 
 from sessions.events import append_events
 from sessions.models import Prompt, Session
@@ -45,6 +47,7 @@ PREVIEW_LOG = "/tmp/inspect-preview.log"  # noqa: S108 - a path inside the sandb
 CAPTURE_SECONDS = 60
 PNG_SIGNATURE = b"\x89PNG\r\n\x1a\n"
 GIT = "git -c safe.directory=* -c core.quotePath=false"
+SIGNING_SALT = "sessions.screenshots.image"
 
 # Polls the preview from inside the sandbox: any HTTP answer (even a 404) means it is up.
 READY_PROBE = """
@@ -195,6 +198,20 @@ def image_url(session_id: int, key: str) -> str:
     return reverse("sandbox:screenshot", args=[session_id, key])
 
 
+def signed_image_url(session_id: int, key: str) -> str:
+    """A link to one screenshot that works without a login (for pull request bodies: the code
+    host fetches images anonymously). It names one image only and cannot be forged."""
+    signature = signing.Signer(salt=SIGNING_SALT).signature(f"{session_id}:{key}")
+    return f"{image_url(session_id, key)}?s={signature}"
+
+
+def screenshot_link_valid(session_id: int, key: str, signature: str) -> bool:
+    if not signature:
+        return False
+    expected = signing.Signer(salt=SIGNING_SALT).signature(f"{session_id}:{key}")
+    return constant_time_compare(signature, expected)
+
+
 def _store(session_id: int, data: bytes) -> str:
     key = uuid.uuid4().hex
     default_storage.save(artifact_name(session_id, key), ContentFile(data))
@@ -312,7 +329,8 @@ def capture_turn_screenshots(
 
 
 def screenshot_markdown(session: Session, base_url: str = "") -> str:
-    """The newest turn's before/after pairs as Markdown (for a pull request body)."""
+    """The newest turn's before/after pairs as a Markdown table for a pull request body, with
+    signed image links (see signed_image_url); "" when the session has no screenshots."""
     from sessions.models import Event
 
     newest = (
@@ -327,8 +345,11 @@ def screenshot_markdown(session: Session, base_url: str = "") -> str:
     rows: dict[str, dict[str, str]] = {}
     for event in shots.order_by("seq"):
         p = event.payload
-        rows.setdefault(p["path"], {})[p["label"]] = base_url.rstrip("/") + p["url"]
-    lines = ["### Screenshots", "", "| Page | Before | After |", "| --- | --- | --- |"]
+        link = signed_image_url(session.pk, p["key"]) if p.get("key") else p.get("url", "")
+        rows.setdefault(p.get("path", "/"), {})[p.get("label", "after")] = (
+            base_url.rstrip("/") + link
+        )
+    lines = ["## Screenshots", "", "| Page | Before | After |", "| --- | --- | --- |"]
     for path, pair in rows.items():
         before, after = pair.get("before", ""), pair.get("after", "")
         lines.append(f"| `{path}` | ![before]({before}) | ![after]({after}) |")
