@@ -70,13 +70,11 @@ def pr_body(session: Session) -> str:
             mark = "✅" if p.get("ok") else "❌"
             lines.append(f"- {mark} `{p.get('command')}` ({p.get('duration_ms')} ms)")
         lines.append("")
-    shots = list(events.filter(kind="screenshot").order_by("seq").values_list("payload", flat=True))
+    from sessions.screenshots import screenshot_markdown
+
+    shots = screenshot_markdown(session, settings.PUBLIC_URL)  # before/after, signed links
     if shots:
-        lines.append("## Screenshots\n")
-        for shot in shots[-2:]:
-            url = shot.get("url", "")
-            lines.append(f"![{shot.get('label', 'screenshot')}]({settings.PUBLIC_URL}{url})")
-        lines.append("")
+        lines.append(shots)
     lines.append(f"Session: {settings.PUBLIC_URL}{session.get_absolute_url()}")
     return "\n".join(lines)
 
@@ -135,7 +133,8 @@ def _push(host, session: Session, branch: str, *, renaming: bool) -> str:
                 raise CodeHostError(
                     f"{exc}; rename or delete it, then send another prompt"
                 ) from None
-            append_event(session.pk, "status", {"phase": "publish", "message": str(exc)})
+            note = f"{exc}; pushing to {branch}-{attempt + 1} instead"
+            append_event(session.pk, "status", {"phase": "publish", "message": note})
             continue
         return name
     raise AssertionError("unreachable")

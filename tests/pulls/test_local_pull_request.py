@@ -162,4 +162,7 @@ def test_a_branch_taken_on_the_remote_is_left_alone_and_another_name_used(
     assert upstream.git("rev-parse", "inspect/taken").strip() == foreign
     assert upstream.git("rev-parse", "inspect/taken-2").strip() == pr.head_sha
     notes = Event.objects.filter(session_id=pr.session_id, kind="status", payload__phase="publish")
-    assert "already exists on the remote" in notes.get().payload["message"]
+    assert notes.get().payload["message"] == (
+        f"inspect/taken already exists on the remote with commits this session did not make "
+        f"(at {foreign[:12]}); nothing was overwritten; pushing to inspect/taken-2 instead"
+    )
