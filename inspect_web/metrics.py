@@ -25,8 +25,7 @@ join to their session. So a week's funnel (sessions → PRs → merged), its mer
 accepted change per reviewer hour all describe the same pieces of work: a PR opened just after
 midnight from a session started the evening before counts with the evening's day, and not in a
 range that starts at midnight. The newest periods still move as their PRs are reviewed and
-merged. Each query reads sessions by their (repository, created_at) index and reaches pull
-requests and reviews by their session and pull-request keys.
+merged.
 """
 
 from __future__ import annotations

@@ -7,8 +7,16 @@
 
   function format(value, unit) {
     if (value === null || value === undefined) return "–";
-    const digits = Math.abs(value) >= 100 ? 0 : Math.abs(value) >= 10 ? 1 : 2;
+    const size = Math.abs(value);
+    if (size >= 10000) return (value / 1000).toFixed(size >= 100000 ? 0 : 1) + "k" + unit;
+    const digits = size >= 100 ? 0 : size >= 10 ? 1 : 2;
     return value.toFixed(digits) + unit;
+  }
+
+  // The y axis as wide as its longest label, so that no label is cut off.
+  function axisSize(u, values) {
+    const longest = Math.max(0, ...(values || []).map((v) => String(v).length));
+    return Math.max(50, longest * 8 + 22);
   }
 
   function draw() {
@@ -37,7 +45,7 @@
             value: (u, v) => format(v, chart.unit),
           })),
         ],
-        axes: [{}, { size: 56, values: (u, ticks) => ticks.map((v) => format(v, chart.unit)) }],
+        axes: [{}, { size: axisSize, values: (u, ticks) => ticks.map((v) => format(v, chart.unit)) }],
       };
       plots.push(new uPlot(opts, [data.x, ...names.map((n) => chart.series[n])], el));
     });
