@@ -30,5 +30,6 @@ urlpatterns = [
         "approvals/<int:pk>/decide/", views.ApprovalDecideView.as_view(), name="api-approval-decide"
     ),
     path("metrics/summary/", views.MetricsSummaryView.as_view(), name="api-metrics"),
-    re_path(r"^(?P<path>.*)$", views.not_found),  # last: anything unmatched
+    # Last: anything unmatched (including paths with a newline, which `.` would not match).
+    re_path(r"^(?P<path>[\s\S]*)$", views.not_found),
 ]

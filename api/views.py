@@ -35,7 +35,10 @@ def _body(serializer_class, request) -> dict:
 
 
 def _repository(request, name: str) -> Repository:
-    repository = access.repositories_for(request.user).filter(name=name).first()
+    # A NUL cannot be in a name (and PostgreSQL refuses it in a query): no such repository.
+    repository = None
+    if "\x00" not in name:
+        repository = access.repositories_for(request.user).filter(name=name).first()
     if repository is None:
         raise Http404(
             f"no repository named {name!r} that you are a member of; "
