@@ -33,7 +33,15 @@ def inspect(tmp_path):
             [INSPECT, *args], env=env, capture_output=True, text=True, timeout=timeout
         )
 
+    def start(*args: str) -> subprocess.Popen:
+        """The console script running in the background (to interrupt it)."""
+        env = {"PATH": "/usr/bin:/bin", "HOME": str(home), "XDG_CONFIG_HOME": str(home / "cfg")}
+        return subprocess.Popen(
+            [INSPECT, *args], env=env, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True
+        )
+
     run.config = home / "cfg" / "inspect" / "config.json"
+    run.start = start
     return run
 
 

@@ -4,6 +4,7 @@ agent, and the client run as a subprocess, as a person runs it in a terminal."""
 from __future__ import annotations
 
 import json
+import signal
 import stat
 
 import pytest
@@ -92,3 +93,19 @@ def test_run_watch_exits_4_when_the_session_fails(logged_in, team, start_celery)
     assert "→ failed" in result.stdout
     assert result.stdout.splitlines()[-1].startswith("session #")
     assert " failed: " in result.stdout.splitlines()[-1]
+
+
+def test_ctrl_c_while_watching_exits_130_and_leaves_the_session_running(
+    logged_in, ready_repo, start_celery
+):
+    start_celery("worker")
+    started = logged_in("run", "widgets", "take your time", "--agent-command", "sleep 20")
+    session_id = started.stdout.strip().rstrip("/").rsplit("/", 1)[-1]
+    watching = logged_in.start("watch", session_id)
+    assert watching.stdout.readline()  # it is following the session
+    watching.send_signal(signal.SIGINT)
+    assert watching.wait(timeout=10) == 130
+    assert "Traceback" not in watching.stderr.read()
+    listed = logged_in("sessions")
+    assert f"#{session_id}" in listed.stdout and "idle" not in listed.stdout  # still running
+    logged_in("stop", session_id)
