@@ -96,13 +96,16 @@ def handle_message(*, channel: str, user: str, text: str, ts: str, thread_ts: st
 def _follow_up(thread: SlackThread, account, text: str) -> None:
     if not text:
         return
+    from sessions.models import Prompt
+
+    session = thread.session
+    # Asked before queueing: is something still to run ahead of this prompt?
+    ahead = session.prompts.filter(state__in=[Prompt.State.QUEUED, Prompt.State.RUNNING])
+    waits = ahead.exists()
     try:
-        prompt = services.prompt_queue(session=thread.session, author=account, text=text)
+        prompt = services.prompt_queue(session=session, author=account, text=text)
     except (services.SessionError, PermissionDenied) as exc:
         reply(thread.channel_id, thread.thread_ts, f"Not queued: {exc}")
         return
-    reply(
-        thread.channel_id,
-        thread.thread_ts,
-        f"Queued as prompt {prompt.order}; it runs after the current turn.",
-    )
+    when = "it runs after the current turn" if waits else "it runs now"
+    reply(thread.channel_id, thread.thread_ts, f"Queued as prompt {prompt.order}; {when}.")
