@@ -604,8 +604,9 @@ def _figures_postgresql(ids, since, until, period: Period) -> tuple[SumRows, Per
     sums: SumRows = []
     percentiles: PercentileRows = []
     with transaction.atomic(), connection.cursor() as cursor:
-        # For this statement only (SET LOCAL): sort and hash the range's rows in memory, and
-        # skip JIT compilation, which costs more than it saves on a query of this size.
+        # For this transaction only (SET LOCAL; an outer one's, if the caller holds one): sort
+        # and hash the range's rows in memory, and skip JIT compilation, which costs more
+        # than it saves on a query of this size.
         cursor.execute(_PG_SETTINGS)
         cursor.execute(sql, params)
         rows = cursor.fetchall()
