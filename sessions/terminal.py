@@ -26,7 +26,8 @@ binary frames   the terminal's output bytes, verbatim. The page hands them to xt
 ``{"type": "closed", "reason": "..."}``  then the socket closes
 
 Close codes: 4401 not logged in; 4403 no such session or not a member (the same for both);
-4404 the session has no running sandbox (queue a prompt first); 4408 closed for idleness;
+4404 no running sandbox (a viewer's terminal does not restore a reaped sandbox; an engineer's
+does, from the session's own snapshot); 4408 closed for idleness;
 1000 the shell exited.
 
 A note on several web processes: the shell lives in the process its first viewer reached;
@@ -285,21 +286,74 @@ def _record_input(session_id: int, user, lines: list[str], *, partial: bool = Fa
     )
 
 
-def _open_pty(session_id: int, cols: int, rows: int) -> Pty:
+def wake_sandbox(session_id: int, user) -> Sandbox:
+    """Restore a session's reaped sandbox from its own snapshot (as its next turn would), so
+    that someone can work in it by hand. Raises SandboxError saying why it cannot."""
+    from approvals.audit import record
+    from sessions.lease import DriverLease
+    from snapshots.backends import sandbox_backend
+    from snapshots.restore import NoSnapshot, restore_sandbox
+    from snapshots.sandbox import Limits
+
+    lease = DriverLease(session_id)
+    if not lease.acquire():
+        raise SandboxError("a turn is starting in this session; open the terminal again shortly")
+    try:
+        session = Session.objects.select_related("repository", "snapshot").get(pk=session_id)
+        with contextlib.suppress(SandboxGone):
+            return _attach(session)
+        if session.snapshot is None:
+            raise SandboxError("the session has not run a turn yet; queue a prompt first")
+        try:
+            restored = restore_sandbox(
+                session.repository,
+                snapshot=session.snapshot,
+                snapshot_ref=session.session_snapshot_ref or None,
+                limits=Limits(wall_seconds=settings.SNAPSHOT_SETUP_TIMEOUT),
+            )
+        except NoSnapshot as exc:
+            raise SandboxError(str(exc)) from None
+        Session.objects.filter(pk=session_id).update(
+            sandbox_id=restored.sandbox.id,
+            sandbox_backend=sandbox_backend().name,
+            updated_at=timezone.now(),
+        )
+        record(
+            "sandbox.restore",
+            actor=user,
+            session=session,
+            object_type="session",
+            object_id=session_id,
+            data={"sandbox": restored.sandbox.id, "for": "terminal"},
+        )
+        return restored.sandbox
+    finally:
+        lease.release()
+
+
+def _open_pty(session_id: int, user, may_type: bool, cols: int, rows: int) -> Pty:
     session = Session.objects.get(pk=session_id)
-    sandbox = _attach(session)
+    try:
+        sandbox = _attach(session)
+    except SandboxGone:
+        if not may_type:  # watching does not bring a sandbox back; working in it does
+            raise
+        sandbox = wake_sandbox(session_id, user)
     return sandbox.open_pty(
         SHELL, cols=cols, rows=rows, cwd="/workspace", env={"TERM": "xterm-256color"}
     )
 
 
-async def shared_terminal(session_id: int, cols: int, rows: int) -> SharedTerminal:
-    """The session's terminal in this process, opened on first use."""
+async def shared_terminal(
+    session_id: int, user, may_type: bool, cols: int = 80, rows: int = 24
+) -> SharedTerminal:
+    """The session's terminal in this process, opened on first use (restoring a reaped sandbox
+    when the user may type)."""
     lock = _opening.setdefault(session_id, asyncio.Lock())
     async with lock:
         terminal = _terminals.get(session_id)
         if terminal is None or terminal.closed:
-            pty = await database_sync_to_async(_open_pty)(session_id, cols, rows)
+            pty = await database_sync_to_async(_open_pty)(session_id, user, may_type, cols, rows)
             terminal = SharedTerminal(session_id, pty, cols, rows)
             _terminals[session_id] = terminal
         return terminal
@@ -344,13 +398,15 @@ class TerminalConsumer(AsyncWebsocketConsumer):
             )
         self.can_type = found[1]
         try:
-            self.terminal = await shared_terminal(self.session_id, 80, 24)
-        except SandboxError as exc:
+            self.terminal = await shared_terminal(self.session_id, self.user, self.can_type)
+        except SandboxGone:
             return await self.refuse(
                 NO_SANDBOX,
-                f"The session's sandbox is not running ({exc}); queue a prompt to start it, "
-                "then open the terminal again.",
+                "The session's sandbox is not running; an engineer opening the terminal (or the "
+                "next prompt) starts it again.",
             )
+        except SandboxError as exc:
+            return await self.refuse(NO_SANDBOX, f"The terminal could not start: {exc}")
         await self.accept()
         self.terminal.viewers.add(self)
         await self.send_json(

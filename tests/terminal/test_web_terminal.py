@@ -103,3 +103,35 @@ async def test_escape_sequences_in_output_reach_the_page_only_as_terminal_bytes(
     assert b"\x1b]0;<img src=x onerror=alert(1)>\x07" in out
     assert all(m["type"] != "output" for m in term.messages)  # no text frame carries it
     await term.close()
+
+
+def reap(session):
+    from sessions.models import Session
+    from snapshots.backends import sandbox_backend
+
+    sandbox_backend().attach(session.sandbox_id).terminate()
+    Session.objects.filter(pk=session.pk).update(sandbox_id="")
+
+
+async def test_an_engineer_brings_a_reaped_sandbox_back_with_its_work(
+    terminal_daphne, ready_repo, create_session, cookies
+):
+    def make():
+        from sessions.models import Session
+
+        _, summary, _ = create_session(
+            "--prompt", "g", "--agent-command", "echo kept > kept.txt", "--inline"
+        )
+        session = Session.objects.get(pk=summary["id"])
+        reap(session)
+        return session
+
+    session = await in_thread(make)
+    viewer = await TerminalClient.open(terminal_daphne, session.pk, cookies["reviewer"])
+    error = await viewer.until_message("error")
+    assert error["code"] == 4404 and "an engineer opening the terminal" in error["message"]
+    term = await TerminalClient.open(terminal_daphne, session.pk, cookies["engineer"])
+    await term.until_message("hello", timeout=60)
+    await term.type("cat kept.txt\r")
+    await term.until_output(b"kept\r\n")
+    await term.close()
