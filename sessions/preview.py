@@ -49,6 +49,10 @@ class PreviewUnavailable(Exception):
         self.status = status
 
 
+class PreviewNotRunning(PreviewUnavailable):
+    """Nothing listens on the preview port (yet)."""
+
+
 @dataclass
 class ProxiedResponse:
     status: int
@@ -95,7 +99,9 @@ def open_preview(sandbox: Sandbox, preview: Preview, *, start: bool = True) -> s
         return sandbox.connect_port(port, timeout=TIMEOUT)
     except ConnectionRefusedError:
         if not start:
-            raise PreviewUnavailable("The preview is not running.", status=502) from None
+            raise PreviewNotRunning("The preview is not running.", status=502) from None
+    except SandboxError as exc:  # e.g. a backend with no door into its sandboxes
+        raise PreviewUnavailable(f"The preview cannot be reached: {exc}", status=502) from None
     try:
         start_preview(sandbox, preview)
         return sandbox.connect_port(port, timeout=TIMEOUT)

@@ -54,7 +54,7 @@ def preview_proxy(request: HttpRequest, pk: int, path: str = "") -> HttpResponse
         sandbox = live.live_sandbox(session)
         try:
             sock = live.open_preview(sandbox, preview, start=False)
-        except live.PreviewUnavailable:
+        except live.PreviewNotRunning:
             record(
                 "preview.start",
                 actor=request.user,

@@ -71,3 +71,14 @@ def test_the_link_expires_with_the_sandbox(live_session, team):
     sandbox_backend().attach(live_session.sandbox_id).terminate()
     response = client_of(team.engineer).get(f"/sessions/{live_session.pk}/preview/")
     assert response.status_code == 404
+
+
+def test_a_backend_without_a_door_into_its_sandboxes_says_so(live_session, team, monkeypatch):
+    from snapshots.sandbox.base import Sandbox
+
+    monkeypatch.setattr(
+        "snapshots.sandbox.local.LocalSandbox.connect_port", Sandbox.connect_port, raising=True
+    )
+    response = client_of(team.engineer).get(f"/sessions/{live_session.pk}/preview/")
+    assert response.status_code == 502
+    assert "cannot connect to ports inside its sandboxes" in response.content.decode()
