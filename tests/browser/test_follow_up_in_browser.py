@@ -8,7 +8,12 @@ from tests.browser.conftest import screenshot
 
 pytestmark = [pytest.mark.browser, pytest.mark.django_db(transaction=True)]
 
-AGENT = 'echo "turn: $INSPECT_PROMPT by $INSPECT_AUTHOR"; sleep 2'
+# The first turn outlasts B's queueing by a wide margin, so A can see the prompt wait even on a
+# loaded machine; the follow-up is quick.
+AGENT = (
+    'echo "turn: $INSPECT_PROMPT by $INSPECT_AUTHOR"; '
+    'if [ "$INSPECT_PROMPT" = first ]; then sleep 15; fi'
+)
 
 
 def test_a_follow_up_from_b_is_seen_by_a_queued_then_run_attributed(
