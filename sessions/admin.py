@@ -1,6 +1,6 @@
 from django.contrib import admin
 
-from sessions.models import Event, Prompt, Session
+from sessions.models import Event, GitHubLink, Prompt, PullRequest, Session, WebhookDelivery
 
 
 @admin.register(Session)
@@ -18,3 +18,25 @@ class PromptAdmin(admin.ModelAdmin):
 class EventAdmin(admin.ModelAdmin):
     list_display = ["session", "seq", "kind", "created_at"]
     list_filter = ["kind"]
+
+
+@admin.register(PullRequest)
+class PullRequestAdmin(admin.ModelAdmin):
+    list_display = ["id", "branch", "repository", "host", "state", "author", "created_at"]
+    list_filter = ["state", "host", "repository"]
+    # Merges go through the approval gate; the admin only shows what happened.
+    readonly_fields = ["state", "merged_at", "merged_by", "merge_sha", "head_sha"]
+
+
+@admin.register(GitHubLink)
+class GitHubLinkAdmin(admin.ModelAdmin):
+    list_display = ["repository", "full_name", "installation_id"]
+
+
+@admin.register(WebhookDelivery)
+class WebhookDeliveryAdmin(admin.ModelAdmin):
+    list_display = ["delivery_id", "event", "action", "outcome", "received_at"]
+    list_filter = ["event"]
+
+    def has_change_permission(self, request, obj=None) -> bool:
+        return False
