@@ -61,3 +61,16 @@ def test_changes_made_while_acting_as_a_user_name_that_user(team):
         Membership.objects.filter(user=team.manager).first().delete()
     entry = AuditEntry.objects.get(action="membership.remove")
     assert (entry.actor_name, entry.actor_kind) == ("admin", "user")
+
+
+def test_each_turn_records_its_file_change_summary(ready_repo, create_session):
+    code, summary, err = create_session(
+        "--prompt", "add notes", "--agent-command", "echo hi > NOTES.md", "--inline",
+        "--as", "engineer",
+    )  # fmt: skip
+    assert code == 0, err
+    entry = AuditEntry.objects.get(action="session.changes")
+    assert entry.session_id == summary["id"] and entry.actor_kind == "agent"
+    assert entry.data["turn"] == 1 and entry.data["prompt_author"] == "engineer"
+    assert entry.data["paths"] == ["NOTES.md"] and entry.data["added"] == 1
+    assert len(entry.data["commit"]) == 40 and entry.data["ended"] == "idle"
