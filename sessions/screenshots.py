@@ -42,8 +42,7 @@ CHROMIUM_FLAGS = (
     "--disable-component-update", "--disable-sync", "--no-first-run", "--disable-dev-shm-usage",
     "--hide-scrollbars",
 )  # fmt: skip
-PREVIEW_PIDFILE = "/tmp/inspect-preview.pid"  # noqa: S108 - a path inside the sandbox
-PREVIEW_LOG = "/tmp/inspect-preview.log"  # noqa: S108 - a path inside the sandbox
+PREVIEW_FILES = "/tmp/inspect-preview-{port}"  # noqa: S108 - .pid and .log inside the sandbox
 CAPTURE_SECONDS = 60
 PNG_SIGNATURE = b"\x89PNG\r\n\x1a\n"
 GIT = "git -c safe.directory=* -c core.quotePath=false"
@@ -94,18 +93,19 @@ def start_preview(sandbox: Sandbox, preview: Preview, *, restart: bool = False) 
     stop a running one first, so it serves what the turn just changed). Raises PreviewError
     with the end of its log when it does not answer within `ready_seconds`."""
     if restart:
-        stop_preview(sandbox)
+        stop_preview(sandbox, preview)
     elif preview_ready(sandbox, preview):
         return
+    files = PREVIEW_FILES.format(port=preview_port(preview))
     # setsid: the preview gets a process group of its own, which stop_preview kills whole.
     sandbox.run(
-        f"setsid /bin/sh -c {shlex.quote(preview.command)} </dev/null >{PREVIEW_LOG} 2>&1 & "
-        f"echo $! >{PREVIEW_PIDFILE}",
+        f"setsid /bin/sh -c {shlex.quote(preview.command)} </dev/null >{files}.log 2>&1 & "
+        f"echo $! >{files}.pid",
         cwd="/workspace",
         timeout=30,
     )
     if not preview_ready(sandbox, preview, wait=preview.ready_seconds):
-        tail = sandbox.run(f"tail -c 1500 {PREVIEW_LOG}", timeout=10).stdout.strip()
+        tail = sandbox.run(f"tail -c 1500 {files}.log", timeout=10).stdout.strip()
         raise PreviewError(
             f"the preview `{preview.command}` did not answer at {preview.url} within "
             f"{preview.ready_seconds} s; check `preview` in the recipe"
@@ -113,12 +113,12 @@ def start_preview(sandbox: Sandbox, preview: Preview, *, restart: bool = False) 
         )
 
 
-def stop_preview(sandbox: Sandbox) -> None:
-    """Kill the preview's process group (if one was started) and wait for its port to close."""
+def stop_preview(sandbox: Sandbox, preview: Preview) -> None:
+    """Kill the preview's process group (if one was started)."""
+    pid = PREVIEW_FILES.format(port=preview_port(preview)) + ".pid"
     sandbox.run(
-        f"if [ -f {PREVIEW_PIDFILE} ]; then kill -TERM -- -$(cat {PREVIEW_PIDFILE}) 2>/dev/null;"
-        f" sleep 0.2; kill -KILL -- -$(cat {PREVIEW_PIDFILE}) 2>/dev/null;"
-        f" rm -f {PREVIEW_PIDFILE}; fi; true",
+        f"if [ -f {pid} ]; then kill -TERM -- -$(cat {pid}) 2>/dev/null;"
+        f" sleep 0.2; kill -KILL -- -$(cat {pid}) 2>/dev/null; rm -f {pid}; fi; true",
         timeout=30,
     )
 

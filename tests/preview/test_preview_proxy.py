@@ -53,11 +53,12 @@ def test_redirects_stay_inside_the_preview_and_posts_go_through(live_session, te
 
 
 def test_the_preview_is_started_when_it_is_not_running(live_session, team):
+    from sessions.preview import session_preview
     from sessions.screenshots import stop_preview
     from snapshots.backends import sandbox_backend
 
     sandbox = sandbox_backend().attach(live_session.sandbox_id)
-    stop_preview(sandbox)
+    stop_preview(sandbox, session_preview(live_session))
     response = client_of(team.engineer).get(f"/sessions/{live_session.pk}/preview/")
     assert response.status_code == 200
     from approvals.models import AuditEntry
