@@ -83,7 +83,9 @@ def preview_ready(sandbox: Sandbox, preview: Preview, *, wait: float = 0.0) -> b
     """Whether the preview answers HTTP (polling up to `wait` seconds)."""
     url = urljoin(preview.url, preview.ready_path)
     result = sandbox.run(
-        ["/usr/bin/python3", "-c", READY_PROBE, url, str(wait)], timeout=wait + 30, cwd="/tmp"
+        ["/usr/bin/python3", "-I", "-c", READY_PROBE, url, str(wait)],
+        timeout=wait + 30,
+        cwd="/workspace",
     )
     return result.ok
 
@@ -148,7 +150,7 @@ def capture(sandbox: Sandbox, url: str, *, window: tuple[int, int]) -> bytes:
         url,
     ]
     try:
-        result = sandbox.run(argv, cwd="/tmp", timeout=CAPTURE_SECONDS)
+        result = sandbox.run(argv, cwd="/workspace", timeout=CAPTURE_SECONDS)
         try:
             data = sandbox.read_file(shot)
         except FileNotFoundError:
