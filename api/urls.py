@@ -1,11 +1,10 @@
 from django.urls import path, re_path
-from drf_spectacular.views import SpectacularAPIView, SpectacularRedocView
+from drf_spectacular.views import SpectacularAPIView
 
 from api import stream, views
 
 urlpatterns = [
     path("schema/", SpectacularAPIView.as_view(), name="api-schema"),
-    path("docs/", SpectacularRedocView.as_view(url_name="api-schema"), name="api-docs"),
     path("me/", views.MeView.as_view(), name="api-me"),
     path("repositories/", views.RepositoryListView.as_view(), name="api-repositories"),
     path(

@@ -22,7 +22,7 @@ from sessions.agents.base import EVENT_KIND, Author, Turn
 from sessions.agents.children import SessionChildren
 from sessions.events import EventWriter, append_event
 from sessions.lease import DriverLease
-from sessions.models import Prompt, Session, State
+from sessions.models import Prompt, PullRequest, Session, State
 from sessions.screenshots import capture_turn_screenshots
 from sessions.workspace_git import commit_turn, diff_against
 from snapshots import mirror
@@ -190,7 +190,7 @@ class TurnRunner:
             if services.stop_requested(self.session.pk):
                 services.clear_stop(self.session.pk)
                 self._finish_prompt(Prompt.State.CANCELLED)
-                self._to(State.IDLE, reason="stopped before the turn started")
+                self._to(self._resting_state(), reason="stopped before the turn started")
                 return "stopped"
             session = self.session
             runtime = get_runtime(session.agent, command=session.agent_command, model=session.model)
@@ -221,8 +221,9 @@ class TurnRunner:
             append_event(self.session.pk, "status", {"turn": prompt.order, "timings": self.timings})
             self._finish_prompt(Prompt.State.DONE)
             services.clear_stop(self.session.pk)
-            self._to(State.IDLE, reason="stopped by " + stopped if stopped else "")
+            # Published before the turn's end state, so whoever waits for that sees the PR.
             self._publish(sandbox)
+            self._to(self._resting_state(), reason="stopped by " + stopped if stopped else "")
             return "stopped" if stopped else "idle"
         except LeaseLost:
             raise
@@ -231,6 +232,13 @@ class TurnRunner:
         except Exception as exc:
             log.exception("turn %s of session %s crashed", prompt.order, self.session.pk)
             return self._fail(f"internal error: {exc.__class__.__name__}: {exc}")
+
+    def _resting_state(self) -> str:
+        """Where a turn ends: waiting on its open pull request, else idle."""
+        has_open_pr = PullRequest.objects.filter(
+            session=self.session, state=PullRequest.State.OPEN
+        ).exists()
+        return State.PR_OPEN if has_open_pr else State.IDLE
 
     def _publish(self, sandbox: Sandbox) -> None:
         """Push the branch and open (once) or update the pull request; never fails the turn."""

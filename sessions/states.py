@@ -9,11 +9,26 @@ FINISHED = {State.MERGED, State.CLOSED, State.FAILED, State.CANCELLED}
 
 TRANSITIONS: dict[str, set[str]] = {
     State.QUEUED: {State.PROVISIONING, State.FAILED, State.CANCELLED},
-    State.PROVISIONING: {State.SYNCING, State.RUNNING, State.IDLE, State.FAILED, State.CANCELLED},
+    # A turn ends idle, or back at pr_open when its session has a pull request open.
+    State.PROVISIONING: {
+        State.SYNCING,
+        State.RUNNING,
+        State.IDLE,
+        State.PR_OPEN,
+        State.FAILED,
+        State.CANCELLED,
+    },
     # Back to provisioning from a busy state only when a new driver resumes a lost turn.
     State.SYNCING: {State.RUNNING, State.IDLE, State.PROVISIONING, State.FAILED, State.CANCELLED},
-    State.RUNNING: {State.VERIFYING, State.IDLE, State.PROVISIONING, State.FAILED, State.CANCELLED},
-    State.VERIFYING: {State.IDLE, State.PROVISIONING, State.FAILED, State.CANCELLED},
+    State.RUNNING: {
+        State.VERIFYING,
+        State.IDLE,
+        State.PR_OPEN,
+        State.PROVISIONING,
+        State.FAILED,
+        State.CANCELLED,
+    },
+    State.VERIFYING: {State.IDLE, State.PR_OPEN, State.PROVISIONING, State.FAILED, State.CANCELLED},
     # A follow-up prompt starts the next turn from idle (or with a PR open).
     State.IDLE: {State.PROVISIONING, State.PR_OPEN, State.FAILED, State.CANCELLED},
     State.PR_OPEN: {State.PROVISIONING, State.MERGED, State.CLOSED, State.FAILED, State.CANCELLED},

@@ -171,7 +171,8 @@ def test_an_expired_token_is_refreshed_once_then_refusal_is_a_clear_error(
     )
     assert "GITHUB_APP_PRIVATE_KEY" in error.payload["message"]
     pr.refresh_from_db()
-    assert pr.state == "open" and Session.objects.get(pk=summary["id"]).state == "idle"
+    # The push failed, the PR opened earlier is still open: the session waits on it.
+    assert pr.state == "open" and Session.objects.get(pk=summary["id"]).state == "pr_open"
     assert github.problems == []
 
 
