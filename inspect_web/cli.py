@@ -251,6 +251,14 @@ def describe(event: dict, term: Terminal, base_url: str = "") -> str | None:
         return f"{seq} {term.paint('error:', 'error')} {p.get('message', '')}"
     if kind in {"output", "agent_message", "reasoning"}:
         return f"{seq} {p.get('text', p.get('line', ''))}"
+    if kind == "screenshot":
+        url = p.get("url", "")
+        url = base_url + url if url.startswith("/") else url
+        shot = f"{p.get('label')} of {p.get('path')}: {url}"
+        return f"{seq} {term.paint('screenshot', 'dim')} {shot}"
+    if kind == "terminal":
+        typed = term.paint(f"{p.get('user')} typed:", "dim")
+        return f"{seq} {typed} {p.get('input', '')}"
     if kind in {"tool_call", "tool_result", "approval", "file_edit"}:
         summary = p.get("name") or p.get("action") or p.get("path") or ""
         return f"{seq} {term.paint(kind.replace('_', ' '), 'dim')} {summary}"

@@ -16,3 +16,12 @@ def test_state_changes_and_the_pull_request_link_are_shown():
     assert updated.endswith("pull request updated: https://github.example/o/r/pull/9")
     assert line("status", {"pull_request": 1, "merged": True}).endswith("pull request merged")
     assert line("status", {"heartbeat": 1}) is None
+
+
+def test_screenshots_link_to_the_image_and_terminal_input_names_the_typist():
+    shot = line(
+        "screenshot", {"label": "after", "path": "/", "url": "/sessions/3/screenshots/a.png"}
+    )
+    assert shot.endswith("screenshot after of /: http://inspect.test/sessions/3/screenshots/a.png")
+    typed = line("terminal", {"user": "engineer", "input": "ls \x1b]0;title\x07"})
+    assert typed.endswith("engineer typed: ls ^[]0;title^G")
