@@ -164,6 +164,20 @@ def secret_values(repository_id: int) -> list[str]:
     return values
 
 
+def secrets_found_in(repository, text: str) -> list[str]:
+    """The names of the repository's secrets whose values appear in `text` (what is about to
+    leave the platform, such as the commits of a pull request). SecretsUnavailable if the
+    repository has secrets and no key works."""
+    rows = list(RepositorySecret.objects.filter(repository=repository).select_related("repository"))
+    if not rows:
+        return []
+    return sorted(
+        name
+        for name, value in _decrypt(rows).items()
+        if len(value) >= MIN_SECRET_LENGTH and value in text
+    )
+
+
 def _forget(repository_id: int) -> None:
     with _cache_lock:
         _cache.pop(repository_id, None)

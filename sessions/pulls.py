@@ -4,6 +4,7 @@ later turns push to the same branch."""
 
 from __future__ import annotations
 
+import contextlib
 import logging
 import shlex
 
@@ -96,14 +97,37 @@ def _export_commits(session: Session, sandbox: Sandbox) -> str:
     mirror_dir = mirror.mirror_path(session.repository.name)
     bundle_file = mirror_dir / f"inspect-publish-{session.pk}.bundle"
     bundle_file.write_bytes(data)
+    staged = f"refs/inspect/staged/{session.pk}"
     try:
-        mirror.git("fetch", "--quiet", str(bundle_file), f"+HEAD:{publish_ref(session.pk)}",
-                   cwd=mirror_dir)  # fmt: skip
+        mirror.git("fetch", "--quiet", str(bundle_file), f"+HEAD:{staged}", cwd=mirror_dir)
+        _refuse_secrets(session, mirror_dir, f"{session.base_commit}..{staged}")
+        mirror.git("update-ref", publish_ref(session.pk), staged, cwd=mirror_dir)
     except mirror.MirrorError as exc:
         raise CodeHostError(f"reading the session's commits failed: {exc}") from None
     finally:
         bundle_file.unlink(missing_ok=True)
+        with contextlib.suppress(mirror.MirrorError):
+            mirror.git("update-ref", "-d", staged, cwd=mirror_dir)
     return head
+
+
+def _refuse_secrets(session: Session, mirror_dir, commits: str) -> None:
+    """Nothing that holds a repository secret's value leaves the platform: every commit's
+    patch (history included, not only the final tree) is checked before it can be pushed."""
+    from approvals.secrets import SecretsUnavailable, secrets_found_in
+
+    patches = mirror.git("log", "--patch", "--text", "--format=%B", commits, cwd=mirror_dir)
+    try:
+        found = secrets_found_in(session.repository, patches)
+    except SecretsUnavailable as exc:
+        raise CodeHostError(f"the commits cannot be checked for secrets: {exc}") from None
+    if found:
+        raise CodeHostError(
+            f"not published: the session's commits contain the value of the repository "
+            f"secret{'s' if len(found) > 1 else ''} {', '.join(found)}. Remove it from the "
+            "files and their history (ask the agent, or fix it in the terminal) and send "
+            "another prompt"
+        )
 
 
 def published_head(session: Session) -> str:
