@@ -472,8 +472,25 @@ class TurnRunner:
 
     def _verify(self, sandbox: Sandbox) -> None:
         recipe = recipe_of(self.session.snapshot) if self.session.snapshot else None
+        approvals = SessionApprovals(self.session, self.prompt)
         for command in recipe.verify if recipe else ():
+            handle = None
+            if approvals.needs_approval(command):
+                # A recipe command the policy marks irreversible waits for a reviewer too.
+                allowed, why, handle = approvals.wait_for_approval(command, _StopRequested(self))
+                if not allowed:
+                    self.verify_ok = False
+                    append_event(
+                        self.session.pk,
+                        "command",
+                        {"command": command, "phase": "verify", "exit_code": None, "ok": False,
+                         "duration_ms": 0, "output_head": f"not run: {why}",
+                         "turn": self.prompt.order},
+                    )  # fmt: skip
+                    continue
             result = sandbox.run(command, cwd="/workspace", timeout=900)
+            if handle is not None:
+                approvals.record(handle, ok=result.ok, result={"exit_code": result.exit_code})
             self.verify_ok = result.ok if self.verify_ok is None else self.verify_ok and result.ok
             text = "".join(f"{line.text}\n" for line in result.output)
             append_event(
@@ -494,6 +511,21 @@ class TurnRunner:
     def _snapshot(self, sandbox: Sandbox) -> None:
         ref = sandbox.snapshot()
         self._save(session_snapshot_ref=str(ref))
+
+
+class _StopRequested:
+    """The `stopped` flag a wait for a decision polls: Stop pressed or the lease lost."""
+
+    def __init__(self, runner: TurnRunner) -> None:
+        self.runner = runner
+
+    def is_set(self) -> bool:
+        runner = self.runner
+        return bool(services.stop_requested(runner.session.pk)) or runner.lease.lost.is_set()
+
+    def wait(self, seconds: float) -> bool:
+        time.sleep(seconds)
+        return self.is_set()
 
 
 def _instructions(sandbox: Sandbox) -> str:
