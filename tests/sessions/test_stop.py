@@ -37,8 +37,13 @@ def test_stop_ends_the_turn_keeps_partial_work_and_goes_idle(ready_repo, team, s
     assert stopped_after < 5, f"the turn took {stopped_after:.1f} s to stop"
     paths = session.diff_stats["paths"]
     assert "partial.txt" in paths and "late.txt" not in paths
-    last_status = Event.objects.filter(session=session, kind="status").order_by("-seq").first()
-    assert last_status.payload == {"from": "running", "to": "idle", "reason": "stopped by admin"}
+
+    # The state is committed a moment before its event is appended: wait for the event too.
+    def last_status():
+        return Event.objects.filter(session=session, kind="status").order_by("-seq").first()
+
+    wait_for(lambda: last_status().payload.get("to") == "idle", timeout=10, what="the event")
+    assert last_status().payload == {"from": "running", "to": "idle", "reason": "stopped by admin"}
     # The agent's processes are gone from the sandbox.
     sandbox = sandbox_backend().attach(session.sandbox_id)
     listing = sandbox.run(
