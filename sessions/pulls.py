@@ -164,6 +164,16 @@ def _push(host, session: Session, branch: str, *, renaming: bool) -> str:
     raise AssertionError("unreachable")
 
 
+def publish_changes(session: Session, sandbox: Sandbox, *, fence: int | None = None) -> None:
+    """publish_turn for callers whose own work must not fail with it (a turn, hand edits):
+    anything unexpected becomes an `error` event on the session."""
+    try:
+        publish_turn(session, sandbox, fence=fence)
+    except Exception as exc:
+        log.exception("publishing session %s failed", session.pk)
+        append_event(session.pk, "error", {"message": f"publishing failed: {exc}"})
+
+
 def publish_turn(session: Session, sandbox: Sandbox, *, fence: int | None = None):
     """Push the session's branch and open its pull request once; returns the PullRequest, or
     None when nothing changed. Errors become an `error` event; the turn's work stays."""

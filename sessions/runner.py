@@ -242,13 +242,9 @@ class TurnRunner:
 
     def _publish(self, sandbox: Sandbox) -> None:
         """Push the branch and open (once) or update the pull request; never fails the turn."""
-        from sessions.pulls import publish_turn
+        from sessions.pulls import publish_changes
 
-        try:
-            publish_turn(self.session, sandbox, fence=self.lease.fence)
-        except Exception as exc:
-            log.exception("publishing session %s failed", self.session.pk)
-            append_event(self.session.pk, "error", {"message": f"publishing failed: {exc}"})
+        publish_changes(self.session, sandbox, fence=self.lease.fence)
         self.session.refresh_from_db(fields=["state"])
 
     def _totals(self, resumed: bool) -> dict:

@@ -76,7 +76,8 @@ def idle_seconds() -> float:
 
 def record_hand_edits(session_id: int, typists: list) -> dict:
     """Commit what was changed by hand in the session's sandbox, as the people who typed, and
-    append the session's new diff (attributed to them) and snapshot. Returns {"files", "commit"}
+    append the session's new diff (attributed to them) and snapshot, and publish it to the
+    session's pull request. Returns {"files", "commit"}
     ({} when nothing changed). Raises SandboxError; a running turn takes precedence (its own
     commit then carries the edits) and this returns {"busy": True}."""
     from sessions.events import append_events
@@ -146,6 +147,10 @@ def record_hand_edits(session_id: int, typists: list) -> dict:
             },
             updated_at=timezone.now(),
         )
+        # The hand edits go to the pull request too, so a merge never leaves them behind.
+        from sessions.pulls import publish_changes
+
+        publish_changes(session, sandbox, fence=lease.fence)
         return {"files": len(files), "commit": commit}
     finally:
         lease.release()
