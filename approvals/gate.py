@@ -25,6 +25,7 @@ from typing import Any
 from django.core.exceptions import PermissionDenied
 from django.db import IntegrityError, transaction
 from django.db.models import Q
+from django.dispatch import Signal
 from django.utils import timezone
 
 from approvals import audit
@@ -32,6 +33,9 @@ from approvals.models import ApprovalRequest
 from approvals.policy import IRREVERSIBLE_COMMAND, policy_for
 
 log = logging.getLogger(__name__)
+# Sent inside the deciding transaction (approval=, user=, approve=): what else a decision means,
+# e.g. a merge decided in the dashboard is a review of a local pull request (sessions.pulls).
+approval_decided = Signal()
 
 State = ApprovalRequest.State
 Executor = Callable[[ApprovalRequest], dict[str, Any] | None]
@@ -199,6 +203,7 @@ def approval_decide(
             data={"action": approval.action, "reason": reason},
         )
         _tell(approval, decided_by=user.get_username(), reason=reason)
+        approval_decided.send(ApprovalRequest, approval=approval, user=user, approve=approve)
         if approve and approval.action not in IN_TURN_ACTIONS:
             from approvals.tasks import execute_approval_task
 

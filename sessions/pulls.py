@@ -22,7 +22,7 @@ from sessions.codehosts import (
     publish_ref,
 )
 from sessions.events import append_event
-from sessions.models import Event, PullRequest, Session, State
+from sessions.models import Event, PullRequest, ReviewEvent, Session, State
 from sessions.workspace_git import GIT
 from snapshots import mirror
 from snapshots.sandbox import Sandbox
@@ -253,6 +253,54 @@ def publish_turn(session: Session, sandbox: Sandbox, *, fence: int | None = None
     return pr
 
 
+# -- reviews ----------------------------------------------------------------------------------
+def record_review(
+    pr: PullRequest, *, kind: str, external_id: str, reviewer=None, login: str = "",
+    commit: str = "", at=None, where: str = "",
+) -> bool:  # fmt: skip
+    """Record one review of `pr` (from the code host or the dashboard) once per `external_id`:
+    a ReviewEvent, a `status` event on the session, the PR's first review time and its review
+    rounds (how many distinct head commits were reviewed). Returns False for a replay."""
+    at = at or timezone.now()
+    login = login or (reviewer.get_username() if reviewer else "")
+    _, created = ReviewEvent.objects.get_or_create(
+        external_id=external_id,
+        defaults={"pull_request": pr, "reviewer": reviewer, "reviewer_login": login[:100],
+                  "kind": kind, "created_at": at},
+    )  # fmt: skip
+    if not created:
+        return False
+    label = ReviewEvent.Kind(kind).label.lower()
+    append_event(
+        pr.session_id,
+        "status",
+        {"pull_request": pr.pk, "review": kind, "reviewer": login, "commit": commit,
+         "message": f"{login} reviewed{where}: {label}"},
+    )  # fmt: skip
+    reviewed = (
+        Event.objects.filter(session_id=pr.session_id, kind="status", payload__has_key="review")
+        .values_list("payload__commit", flat=True)
+        .distinct()
+    )
+    PullRequest.objects.filter(pk=pr.pk).update(review_rounds=len(set(reviewed)))
+    PullRequest.objects.filter(pk=pr.pk, first_review_at__isnull=True).update(first_review_at=at)
+    PullRequest.objects.filter(pk=pr.pk, first_review_at__gt=at).update(first_review_at=at)
+    return True
+
+
+def review_merge_decision(sender, *, approval, user, approve: bool, **kwargs) -> None:
+    """A merge approved or rejected in the dashboard is the review of a local pull request
+    (a GitHub one is reviewed on GitHub, and its webhook records that)."""
+    if approval.action != MERGE_PR:
+        return
+    pr = PullRequest.objects.filter(pk=approval.payload.get("pull_request")).first()
+    if pr is None or pr.host != PullRequest.Host.LOCAL:
+        return
+    kind = ReviewEvent.Kind.APPROVED if approve else ReviewEvent.Kind.CHANGES_REQUESTED
+    record_review(pr, kind=kind, external_id=f"approval-{approval.pk}", reviewer=user,
+                  commit=approval.payload.get("head", ""), where=" in the dashboard")  # fmt: skip
+
+
 # -- merging, through the approval gate --------------------------------------------------------
 def request_merge(pr: PullRequest, user):
     """Ask to merge: an approval request (four eyes), executed by the worker once approved."""
@@ -345,3 +393,4 @@ def mark_reopened(pr: PullRequest) -> None:
 
 
 gate.register_executor(MERGE_PR, execute_merge)
+gate.approval_decided.connect(review_merge_decision, dispatch_uid="review-merge-decision")

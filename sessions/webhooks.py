@@ -31,7 +31,7 @@ from approvals import audit
 from inspect_web import access, roles
 from sessions import pulls
 from sessions.events import append_event
-from sessions.models import Event, GitHubLink, PullRequest, ReviewEvent, WebhookDelivery
+from sessions.models import GitHubLink, PullRequest, ReviewEvent, WebhookDelivery
 
 log = logging.getLogger(__name__)
 
@@ -237,34 +237,14 @@ def on_pull_request_review(link: GitHubLink, payload: dict) -> str:
     user = review.get("user") or {}
     login = user.get("login", "")
     at = _when(review.get("submitted_at"))
-    _, created = ReviewEvent.objects.get_or_create(
-        external_id=f"github-review-{review.get('id')}",
-        defaults={
-            "pull_request": pr,
-            "reviewer": user_for_github_login(login, user.get("id")),
-            "reviewer_login": login[:100],
-            "kind": kind,
-            "created_at": at,
-        },
-    )
     ref = f"{link.full_name}#{pr.number}"
-    if not created:
-        return f"review {review.get('id')} on {ref} was already recorded"
-    commit = review.get("commit_id") or ""
-    append_event(
-        pr.session_id,
-        "status",
-        {"pull_request": pr.pk, "review": kind, "reviewer": login, "commit": commit,
-         "message": f"{login} reviewed on GitHub: {kind.label.lower()}"},
+    recorded = pulls.record_review(
+        pr, kind=kind, external_id=f"github-review-{review.get('id')}",
+        reviewer=user_for_github_login(login, user.get("id")), login=login,
+        commit=review.get("commit_id") or "", at=at, where=" on GitHub",
     )  # fmt: skip
-    reviewed = (
-        Event.objects.filter(session_id=pr.session_id, kind="status", payload__has_key="review")
-        .values_list("payload__commit", flat=True)
-        .distinct()
-    )
-    PullRequest.objects.filter(pk=pr.pk).update(review_rounds=len(set(reviewed)))
-    PullRequest.objects.filter(pk=pr.pk, first_review_at__isnull=True).update(first_review_at=at)
-    PullRequest.objects.filter(pk=pr.pk, first_review_at__gt=at).update(first_review_at=at)
+    if not recorded:
+        return f"review {review.get('id')} on {ref} was already recorded"
     _audit(pr, "pull_request.review", {"on": ref, "by": login, "kind": kind})
     return f"{kind} review by {login} on {ref}"
 
