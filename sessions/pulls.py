@@ -6,7 +6,9 @@ from __future__ import annotations
 
 import contextlib
 import logging
+import re
 import shlex
+from datetime import UTC, datetime
 
 from django.conf import settings
 from django.db import transaction
@@ -28,6 +30,9 @@ from snapshots import mirror
 from snapshots.sandbox import Sandbox
 
 log = logging.getLogger(__name__)
+# How git and GitHub name what a revert undoes (git revert's message; GitHub's revert button).
+REVERTS_COMMIT = re.compile(r"This reverts commit ([0-9a-f]{7,64})", re.IGNORECASE)
+REVERTS_PR = re.compile(r"\bReverts? ([\w.-]+/[\w.-]+)#(\d+)", re.IGNORECASE)
 MERGE_PR = "merge_pr"
 BUNDLE = ".git/inspect-publish.bundle"
 RENAME_ATTEMPTS = 5
@@ -299,6 +304,54 @@ def review_merge_decision(sender, *, approval, user, approve: bool, **kwargs) ->
     kind = ReviewEvent.Kind.APPROVED if approve else ReviewEvent.Kind.CHANGES_REQUESTED
     record_review(pr, kind=kind, external_id=f"approval-{approval.pk}", reviewer=user,
                   commit=approval.payload.get("head", ""), where=" in the dashboard")  # fmt: skip
+
+
+# -- reverts: escaped defects -----------------------------------------------------------------
+def mark_reverted(pr: PullRequest, *, revert_sha: str, at, branch: str) -> bool:
+    """Record once that merged `pr` was reverted on `branch` (an escaped defect)."""
+    if not PullRequest.objects.filter(pk=pr.pk, reverted_at__isnull=True).update(
+        reverted_at=at, revert_sha=revert_sha[:64]
+    ):
+        return False
+    append_event(
+        pr.session_id,
+        "status",
+        {"pull_request": pr.pk, "reverted": True, "revert_sha": revert_sha,
+         "message": f"{pr.branch} was reverted on {branch} by {revert_sha[:12]}"},
+    )  # fmt: skip
+    audit.record(
+        "pull_request.reverted",
+        actor_kind=audit.AuditEntry.ActorKind.SYSTEM,
+        session=pr.session,
+        object_type="pull_request",
+        object_id=pr.pk,
+        data={"revert": revert_sha, "on": branch},
+    )
+    return True
+
+
+def detect_local_reverts(repository, mirror_dir) -> int:
+    """A local repository sends no push webhook: after each fetch of its mirror, commits on a
+    merged PR's base branch since its merge that revert the merge mark it reverted. Returns how
+    many were found."""
+    merged = PullRequest.objects.filter(
+        repository=repository, host=PullRequest.Host.LOCAL, state=PullRequest.State.MERGED,
+        reverted_at__isnull=True,
+    ).exclude(merge_sha="").select_related("session")  # fmt: skip
+    found = 0
+    for pr in merged:
+        try:
+            since_merge = f"{pr.merge_sha}..refs/heads/{pr.base}"
+            history = mirror.git("log", "--format=%H%x00%ct%x00%B%x1e", since_merge, cwd=mirror_dir)
+        except mirror.MirrorError:
+            continue  # the base branch or the merge is gone from the mirror: nothing to read
+        for entry in filter(str.strip, history.split("\x1e")):
+            sha, seconds, message = entry.strip("\n").split("\x00", 2)
+            if any(pr.merge_sha.startswith(s) for s in REVERTS_COMMIT.findall(message)):
+                at = datetime.fromtimestamp(int(seconds), tz=UTC)
+                found += mark_reverted(pr, revert_sha=sha, at=at, branch=pr.base)
+                break
+    return found
 
 
 # -- merging, through the approval gate --------------------------------------------------------

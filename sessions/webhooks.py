@@ -41,8 +41,7 @@ REVIEW_KINDS = {
     "commented": ReviewEvent.Kind.COMMENTED,
 }
 # `git revert` writes the first; GitHub's "Revert" button opens a PR whose body says the second.
-REVERTS_COMMIT = re.compile(r"This reverts commit ([0-9a-f]{7,64})", re.IGNORECASE)
-REVERTS_PR = re.compile(r"\bReverts? ([\w.-]+/[\w.-]+)#(\d+)", re.IGNORECASE)
+REVERTS_COMMIT, REVERTS_PR = pulls.REVERTS_COMMIT, pulls.REVERTS_PR
 
 
 @dataclass(frozen=True)
@@ -323,16 +322,8 @@ def on_push(link: GitHubLink, payload: dict) -> str:
                 candidates += [pr for pr in merged if pr.number == int(number)]
         for pr in candidates:
             sha = str(commit.get("id", ""))[:64]
-            if PullRequest.objects.filter(pk=pr.pk, reverted_at__isnull=True).update(
-                reverted_at=_when(commit.get("timestamp")), revert_sha=sha
-            ):
-                append_event(
-                    pr.session_id,
-                    "status",
-                    {"pull_request": pr.pk, "reverted": True, "revert_sha": sha,
-                     "message": f"{pr.branch} was reverted on {branch} by {sha[:12]}"},
-                )  # fmt: skip
-                _audit(pr, "pull_request.reverted", {"revert": sha, "on": branch})
+            if pulls.mark_reverted(pr, revert_sha=sha, at=_when(commit.get("timestamp")),
+                                   branch=branch):  # fmt: skip
                 found.append(pr.number or pr.pk)
     if not found:
         return f"push to {branch}: no revert of a session's pull request"

@@ -116,6 +116,7 @@ def _build(repository: Repository, branch: str, build_log: BuildLog) -> Snapshot
     try:
         build_log.write(f"$ git fetch {repository.url}")
         mirror_dir = mirror.update_mirror(repository.name, repository.url)
+        _note_reverts(repository, mirror_dir)
         workspace = workdir / "workspace"
         workdir.mkdir(parents=True, exist_ok=True)
         snapshot.commit = mirror.checkout(mirror_dir, branch, workspace)
@@ -237,3 +238,14 @@ def _measure(tree: Path) -> tuple[int, int]:
             with contextlib.suppress(OSError):
                 size += os.lstat(os.path.join(root, name)).st_size
     return size, count
+
+
+def _note_reverts(repository: Repository, mirror_dir: Path) -> None:
+    """What the fetch brought may revert a merged pull request (an escaped defect); noticing it
+    must never fail the build."""
+    from sessions.pulls import detect_local_reverts
+
+    try:
+        detect_local_reverts(repository, mirror_dir)
+    except Exception:
+        log.exception("looking for reverts in %s failed", repository.name)
