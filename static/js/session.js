@@ -70,9 +70,10 @@
   document.addEventListener("DOMContentLoaded", function () {
     var box = document.getElementById("log");
     if (box) box.scrollTop = box.scrollHeight;
+    // Scrolled away from the newest event: offer the way back; at the bottom: follow again.
     if (box) box.addEventListener("scroll", function () {
       var jump = document.getElementById("jump-live");
-      if (jump && nearBottom(box)) jump.hidden = true;
+      if (jump) jump.hidden = nearBottom(box);
     });
   });
 })();

@@ -1,0 +1,50 @@
+"""The live log follows new events until the reader scrolls up; then "Jump to live" appears and
+takes them back (by keyboard here), and the log follows again."""
+
+import pytest
+from playwright.sync_api import expect
+
+from sessions.events import append_events
+from sessions.models import Session
+
+pytestmark = [pytest.mark.browser, pytest.mark.django_db(transaction=True)]
+
+AT_BOTTOM = "b => b.scrollHeight - b.scrollTop - b.clientHeight < 4"
+
+
+def output(first: int, count: int) -> list:
+    return [
+        ("output", {"stream": "stdout", "text": f"line {i}"}) for i in range(first, first + count)
+    ]
+
+
+def test_scrolling_up_shows_jump_to_live_which_returns_to_the_newest_event(login, team):
+    session = Session.objects.create(
+        repository=team.repository, creator=team.engineer, title="Long log", branch="main"
+    )
+    page = login(team.engineer)
+    page.goto(session.get_absolute_url())
+    expect(page.locator("#presence")).to_contain_text("engineer", timeout=10_000)
+    log, jump = page.locator("#log"), page.locator("#jump-live")
+
+    append_events(session.pk, output(1, 150))
+    expect(page.locator("#log-events > li")).to_have_count(150, timeout=10_000)
+    assert log.evaluate(AT_BOTTOM), "the log follows new events"
+    expect(jump).to_be_hidden()
+
+    log.evaluate("b => { b.scrollTop = 0; }")
+    expect(jump).to_be_visible()  # at once, before anything new arrives
+    append_events(session.pk, output(151, 5))
+    expect(page.locator("#log-events > li")).to_have_count(155, timeout=10_000)
+    expect(jump).to_be_visible()
+    assert log.evaluate("b => b.scrollTop") == 0, "a reader who scrolled up is not yanked down"
+
+    jump.focus()
+    page.keyboard.press("Enter")
+    assert log.evaluate(AT_BOTTOM)
+    expect(jump).to_be_hidden()
+
+    append_events(session.pk, output(156, 5))
+    expect(page.locator("#event-160")).to_be_visible(timeout=10_000)
+    assert log.evaluate(AT_BOTTOM), "back at the bottom, the log follows again"
+    expect(jump).to_be_hidden()
