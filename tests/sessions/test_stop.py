@@ -18,6 +18,14 @@ def wait_for(predicate, timeout=60, what="condition"):
         time.sleep(0.05)
 
 
+def processes(sandbox) -> str:
+    """The command lines of every process in the sandbox."""
+    listing = sandbox.run(
+        "for p in /proc/[0-9]*; do tr '\\0' ' ' < $p/cmdline 2>/dev/null; echo; done"
+    )
+    return listing.stdout
+
+
 def test_stop_ends_the_turn_keeps_partial_work_and_goes_idle(ready_repo, team, start_celery):
     start_celery("worker")
     session = services.session_create(
@@ -29,8 +37,14 @@ def test_stop_ends_the_turn_keeps_partial_work_and_goes_idle(ready_repo, team, s
         ).exists(),
         what="the agent to start",
     )
+    session.refresh_from_db()
+    sandbox = sandbox_backend().attach(session.sandbox_id)
+    assert "sleep 60" in processes(sandbox)
     asked = time.monotonic()
     assert services.session_stop(session=session, user=team.admin)
+    wait_for(lambda: "sleep 60" not in processes(sandbox), timeout=10, what="the agent to go")
+    gone_after = time.monotonic() - asked
+    assert gone_after < 2, f"the agent's processes took {gone_after:.1f} s to go"
     wait_for(lambda: Session.objects.get(pk=session.pk).state == "idle", what="idle")
     stopped_after = time.monotonic() - asked
     session.refresh_from_db()
@@ -44,12 +58,9 @@ def test_stop_ends_the_turn_keeps_partial_work_and_goes_idle(ready_repo, team, s
 
     wait_for(lambda: last_status().payload.get("to") == "idle", timeout=10, what="the event")
     assert last_status().payload == {"from": "running", "to": "idle", "reason": "stopped by admin"}
-    # The agent's processes are gone from the sandbox.
+    # The agent's processes are still gone from the sandbox it rests in.
     sandbox = sandbox_backend().attach(session.sandbox_id)
-    listing = sandbox.run(
-        "for p in /proc/[0-9]*; do tr '\\0' ' ' < $p/cmdline 2>/dev/null; echo; done"
-    )
-    assert "sleep 60" not in listing.stdout
+    assert "sleep 60" not in processes(sandbox)
 
 
 def test_stop_is_refused_for_a_role_without_it_and_when_nothing_runs(ready_repo, team):
