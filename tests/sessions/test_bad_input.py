@@ -58,3 +58,20 @@ def test_events_after_a_negative_seq_is_refused(ready_repo, create_session, insp
     code, _, err = inspect_cli("session", "events", str(created["id"]), "--after", "-1")
     assert code == 1
     assert "--after must be 0 or a positive seq" in err
+
+
+def test_an_oversized_follow_up_is_refused_and_nothing_changes(
+    ready_repo, create_session, inspect_cli, client, team
+):
+    _, created, _ = create_session("--prompt", "fix it", *CMD, "--inline")
+    before = Event.objects.filter(session_id=created["id"]).count()
+    code, _, err = inspect_cli("session", "prompt", str(created["id"]), "é" * 50_001)
+    assert code == 1
+    assert "the prompt is 100,002 bytes; the limit is 100,000" in err
+
+    client.force_login(team.engineer)
+    page = client.post(f"/sessions/{created['id']}/prompts/", {"text": "x" * 100_001}, follow=True)
+    assert "the prompt is 100,001 bytes; the limit is 100,000" in page.content.decode()
+    assert Prompt.objects.filter(session_id=created["id"]).count() == 1
+    assert Event.objects.filter(session_id=created["id"]).count() == before
+    assert Session.objects.get(pk=created["id"]).state == "idle"
