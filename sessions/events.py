@@ -256,6 +256,20 @@ def events_after(session_id: int, after: int, limit: int = 1000) -> list[Event]:
     return list(Event.objects.filter(session_id=session_id, seq__gt=after).order_by("seq")[:limit])
 
 
+def diff_attribution(session_id: int) -> dict[str, dict]:
+    """Per path, who the session's newest diff event of it names: {"author"[, "by_hand"]}."""
+    found: dict[str, dict] = {}
+    rows = (
+        Event.objects.filter(session_id=session_id, kind="diff")
+        .order_by("-seq")
+        .values_list("payload__path", "payload__author", "payload__by_hand")
+    )
+    for path, author, by_hand in rows.iterator():
+        if author and path not in found:
+            found[path] = {"author": author} | ({"by_hand": by_hand} if by_hand else {})
+    return found
+
+
 def serialize(event: Event) -> dict[str, Any]:
     return {
         "seq": event.seq,

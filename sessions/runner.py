@@ -20,11 +20,11 @@ from sessions import services, states
 from sessions.agents import AgentError, get_runtime, turn_limits
 from sessions.agents.base import EVENT_KIND, Author, Turn
 from sessions.agents.children import SessionChildren
-from sessions.events import EventWriter, append_event
+from sessions.events import EventWriter, append_event, diff_attribution
 from sessions.lease import DriverLease
 from sessions.models import Prompt, PullRequest, Session, State
 from sessions.screenshots import capture_turn_screenshots
-from sessions.workspace_git import commit_turn, diff_against
+from sessions.workspace_git import commit_turn, diff_against, paths_changed_by
 from snapshots import mirror
 from snapshots.backends import sandbox_backend
 from snapshots.prewarm import claim_prewarmed
@@ -437,6 +437,10 @@ class TurnRunner:
         if commit:
             Prompt.objects.filter(pk=prompt.pk).update(commit=commit)
         files = diff_against(sandbox, self.session.base_commit)
+        # A file this turn did not touch keeps its author (e.g. an earlier hand edit's typist).
+        touched = paths_changed_by(sandbox, commit) if commit else set()
+        earlier = diff_attribution(self.session.pk)
+        mine = {"author": prompt.author.get_username()}
         with transaction.atomic():
             events = [
                 (
@@ -449,7 +453,7 @@ class TurnRunner:
                         "patch": f.patch,
                         "turn": prompt.order,
                         "commit": commit,
-                        "author": prompt.author.get_username(),
+                        **(earlier.get(f.path, mine) if f.path not in touched else mine),
                     },
                 )
                 for f in files

@@ -80,10 +80,10 @@ def record_hand_edits(session_id: int, typists: list) -> dict:
     session's pull request. Returns {"files", "commit"}
     ({} when nothing changed). Raises SandboxError; a running turn takes precedence (its own
     commit then carries the edits) and this returns {"busy": True}."""
-    from sessions.events import append_events
+    from sessions.events import append_events, diff_attribution
     from sessions.lease import DriverLease
     from sessions.runner import _author
-    from sessions.workspace_git import diff_against
+    from sessions.workspace_git import diff_against, paths_changed_by
 
     lease = DriverLease(session_id)
     if not lease.acquire():
@@ -115,6 +115,8 @@ def record_hand_edits(session_id: int, typists: list) -> dict:
         if commit == "NOCHANGE":
             return {}
         files = diff_against(sandbox, session.base_commit)
+        by_hand = paths_changed_by(sandbox, commit)
+        earlier = diff_attribution(session_id)
         turn = session.prompts.order_by("-order").values_list("order", flat=True).first() or 0
         append_events(
             session_id,
@@ -129,8 +131,12 @@ def record_hand_edits(session_id: int, typists: list) -> dict:
                         "patch": f.patch,
                         "turn": turn,
                         "commit": commit,
-                        "author": typists[0].get_username(),
-                        "by_hand": names,
+                        # Only what was typed is the typists'; the rest keeps its author.
+                        **(
+                            {"author": typists[0].get_username(), "by_hand": names}
+                            if f.path in by_hand
+                            else earlier.get(f.path, {"author": typists[0].get_username()})
+                        ),
                     },
                 )
                 for f in files

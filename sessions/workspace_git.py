@@ -46,6 +46,15 @@ def commit_turn(sandbox: Sandbox, *, author: Author, message: str) -> str | None
     return None if not out or out[-1] == "NOCHANGE" else out[-1]
 
 
+def paths_changed_by(sandbox: Sandbox, commit: str) -> set[str]:
+    """The paths `commit` changed since its parent, named as diff_against names them."""
+    commit = shlex.quote(commit)
+    result = sandbox.run(f"{GIT} diff --numstat {commit}^ {commit}", cwd="/workspace", timeout=120)
+    if not result.ok:
+        raise SandboxError(f"reading what {commit} changed failed: {result.stderr[-400:]}")
+    return {p[2] for line in result.stdout.splitlines() if len(p := line.split("\t", 2)) == 3}
+
+
 def diff_against(sandbox: Sandbox, base: str) -> list[FileDiff]:
     """Per-file diff of the workspace (committed and not) against `base`."""
     numstat = sandbox.run(

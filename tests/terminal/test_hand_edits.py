@@ -106,3 +106,48 @@ async def test_the_diff_panel_shows_the_turns_change_and_the_hand_edit_once_each
     assert files == [("README.md", "admin"), ("greeting.txt", "admin")]
     assert "by hand (admin)" in page
     assert "typed in the terminal:" in page
+
+
+@pytest.fixture
+def greeting_turn(transactional_db, ready_repo, create_session):
+    from sessions.models import Session
+
+    agent = 'printf "hello, %s\\n" "$INSPECT_PROMPT" > greeting.txt'
+    _, summary, _ = create_session(
+        "--prompt", "greet", "--agent-command", agent, "--inline", "--as", "engineer"
+    )
+    return Session.objects.get(pk=summary["id"])
+
+
+async def test_only_the_files_edited_by_hand_are_attributed_to_the_typist(
+    terminal_daphne, greeting_turn, cookies, inspect_cli
+):
+    term = await TerminalClient.open(terminal_daphne, greeting_turn.pk, cookies["admin"])
+    await term.until_message("hello")
+    await term.type("echo 'by hand' >> README.md && echo ok-$((3+3))\r")
+    await term.until_output(b"ok-6")
+    await term.send(type="commit")
+    assert (await term.until_message("recorded"))["files"] == 2
+    await term.close()
+
+    def files():
+        from sessions.rendering import latest_diff
+
+        return [(f["path"], f["author"], f.get("by_hand")) for f in latest_diff(greeting_turn)]
+
+    # The agent's greeting.txt stays the prompt author's; only README.md is the admin's.
+    assert await in_thread(files) == [
+        ("README.md", "admin", "admin"),
+        ("greeting.txt", "engineer", None),
+    ]
+
+    # A follow-up turn rewrites greeting.txt: README.md is still marked as edited by hand.
+    code, _, err = await in_thread(
+        inspect_cli, "session", "prompt", str(greeting_turn.pk), "say bye", "--inline",
+        "--as", "admin",
+    )  # fmt: skip
+    assert code == 0, err
+    assert await in_thread(files) == [
+        ("README.md", "admin", "admin"),
+        ("greeting.txt", "admin", None),
+    ]
