@@ -129,3 +129,20 @@ def test_child_sessions_are_listed_on_the_parents_page(client, team, session):
     page = client.get(session.get_absolute_url()).content.decode()
     assert f'href="{child.get_absolute_url()}"' in page and "Split: API" in page
     assert 'class="badge state-running"' in page
+
+
+def test_the_timings_and_the_snapshot_age_at_start_are_shown(client, team, session):
+    from snapshots.models import Snapshot
+
+    session.snapshot = Snapshot.objects.create(
+        repository=team.repository, branch="main", commit="0123456789abcdef", state="ready"
+    )
+    session.snapshot_age_s = 1500.0
+    session.timings = {"restore_ms": 31.5, "sync_ms": 12.0, "first_event_ms": 240.0, "turn_ms": 900}
+    session.save()
+    client.force_login(team.engineer)
+    page = client.get(session.get_absolute_url()).content.decode()
+    for key, value in [("restore_ms", "31.5"), ("sync_ms", "12.0"), ("first_event_ms", "240.0")]:
+        assert f"<dt>{key}</dt><dd>{value}</dd>" in page
+    assert "<dt>turn_ms</dt><dd>900</dd>" in page
+    assert "(<code>0123456789</code>), 25 min old at start" in page
