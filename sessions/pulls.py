@@ -189,7 +189,8 @@ def publish_turn(session: Session, sandbox: Sandbox, *, fence: int | None = None
     host = code_host_for(session.repository)
     existing = PullRequest.objects.filter(session=session).first()
     if existing is not None and existing.state != PullRequest.State.OPEN:
-        return existing  # merged or closed: later turns do not reopen it
+        _report_unpublished(session, sandbox, existing)  # later turns do not reopen it
+        return existing
     branch = existing.branch if existing else branch_name(session)
     try:
         head = _export_commits(session, sandbox)
@@ -256,6 +257,25 @@ def publish_turn(session: Session, sandbox: Sandbox, *, fence: int | None = None
 
         session_transition(session, State.PR_OPEN, fence=fence, reason=f"pull request {branch}")
     return pr
+
+
+def _report_unpublished(session: Session, sandbox: Sandbox, pr: PullRequest) -> None:
+    """Work done after the PR was merged or closed (e.g. on the code host, during a turn) has
+    nowhere to go: say so on the session, rather than leave it unpushed silently."""
+    head = sandbox.run(f"{GIT} rev-parse HEAD", cwd="/workspace", timeout=30)
+    if not head.ok or head.stdout.strip() == published_head(session):
+        return
+    if pr.state == PullRequest.State.MERGED:
+        why, then = "is already merged", "start a new session to propose it"
+    else:
+        why, then = "was closed without merging", "reopen it and send another prompt to push it"
+    append_event(
+        session.pk,
+        "error",
+        {"phase": "publish",
+         "message": f"not pushed: the pull request for {pr.branch} {why}, so this change is "
+                    f"only in the session; {then}"},
+    )  # fmt: skip
 
 
 # -- reviews ----------------------------------------------------------------------------------

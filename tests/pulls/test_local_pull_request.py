@@ -166,3 +166,34 @@ def test_a_branch_taken_on_the_remote_is_left_alone_and_another_name_used(
         f"inspect/taken already exists on the remote with commits this session did not make "
         f"(at {foreign[:12]}); nothing was overwritten; pushing to inspect/taken-2 instead"
     )
+
+
+def test_a_change_made_after_the_pr_was_closed_elsewhere_is_reported_not_lost(
+    publishing, create_session, team
+):
+    from sessions.pulls import mark_closed, publish_turn
+    from sessions.runner import _author
+    from sessions.workspace_git import commit_turn
+    from snapshots.backends import sandbox_backend
+
+    code, summary, err = create_session("--prompt", "add a greeting", "--agent-command", AGENT,
+                                        "--inline", "--as", "engineer")  # fmt: skip
+    assert code == 0, err
+    session = Session.objects.get(pk=summary["id"])
+    pr = session.pull_request
+    # Closed on the code host while a turn was still working in the sandbox.
+    mark_closed(pr)
+    sandbox = sandbox_backend().attach(session.sandbox_id)
+    assert publish_turn(session, sandbox).state == "closed"
+    assert not Event.objects.filter(session=session, kind="error").exists()  # nothing new yet
+    sandbox.write_file("/workspace/more.txt", b"more\n")
+    commit_turn(sandbox, author=_author(team.engineer), message="more")
+
+    assert publish_turn(session, sandbox).state == "closed"
+    error = Event.objects.get(session=session, kind="error").payload
+    assert error["phase"] == "publish"
+    assert error["message"] == (
+        f"not pushed: the pull request for {pr.branch} was closed without merging, so this "
+        "change is only in the session; reopen it and send another prompt to push it"
+    )
+    assert publishing.upstream.git("rev-parse", pr.branch).strip() == pr.head_sha  # untouched
