@@ -146,3 +146,23 @@ def test_the_timings_and_the_snapshot_age_at_start_are_shown(client, team, sessi
         assert f"<dt>{key}</dt><dd>{value}</dd>" in page
     assert "<dt>turn_ms</dt><dd>900</dd>" in page
     assert "(<code>0123456789</code>), 25 min old at start" in page
+
+
+def test_the_sessions_pending_approvals_are_listed_on_its_page(client, team, session):
+    from approvals import gate
+
+    pending = gate.request_approval(
+        action="merge_pr", payload={"summary": "merge #1 into main"}, session=session,
+        requested_by=team.engineer, prompt_author=team.engineer,
+    )  # fmt: skip
+    other = Session.objects.create(
+        repository=team.repository, creator=team.engineer, title="Other", branch="main"
+    )
+    elsewhere = gate.request_approval(
+        action="merge_pr", payload={"summary": "merge #2"}, session=other, requested_by=None
+    )
+    client.force_login(team.reviewer)
+    page = client.get(session.get_absolute_url()).content.decode()
+    assert f'href="{reverse("approvals:detail", args=[pending.pk])}"' in page
+    assert "(pending, asked by engineer)" in page
+    assert f'href="{reverse("approvals:detail", args=[elsewhere.pk])}"' not in page
