@@ -76,6 +76,7 @@ class FakeGitHub:
         # ("METHOD /path?query" prefix, callable): run once, before the first matching request.
         self.before: list[tuple[str, object]] = []
         self.mint_invalid = False  # tokens minted from now on are refused (bad credentials)
+        self.token_lifetime = timedelta(hours=1)  # GitHub's: expires_at of tokens minted now
         self.lock = threading.RLock()
         self.server = ThreadingHTTPServer(("127.0.0.1", 0), _Handler)
         self.server.fake = self  # type: ignore[attr-defined]
@@ -282,7 +283,7 @@ class FakeGitHub:
             self.tokens[token.value] = token
         return 201, {
             "token": token.value,
-            "expires_at": (datetime.now(UTC) + timedelta(hours=1)).strftime("%Y-%m-%dT%H:%M:%SZ"),
+            "expires_at": (datetime.now(UTC) + self.token_lifetime).strftime("%Y-%m-%dT%H:%M:%SZ"),
             "permissions": token.permissions,
             "repository_selection": "selected",
             "repositories": [
