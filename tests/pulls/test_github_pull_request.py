@@ -96,7 +96,9 @@ def test_the_pr_is_opened_with_the_authors_own_github_token(github, create_sessi
     assert github.problems == []
 
 
-def test_review_and_merge_are_tracked_by_webhook(github, create_session, team, deliver, codertocat):
+def test_review_and_merge_are_tracked_by_webhook(
+    github, create_session, team, deliver, codertocat, client
+):
     from sessions.pulls import request_merge
 
     pr = PullRequest.objects.get(session_id=start(create_session)["id"])
@@ -127,6 +129,11 @@ def test_review_and_merge_are_tracked_by_webhook(github, create_session, team, d
     merges = Event.objects.filter(session_id=pr.session_id, payload__merged=True)
     assert merges.count() == 1
     assert github.problems == []
+
+    # The Metrics page counts it: one session, one PR, merged after one review.
+    client.force_login(team.manager)
+    page = client.get("/metrics/", {"repository": "widgets"})
+    assert "1 → 1 → 1" in page.content.decode() and "100.0%" in page.content.decode()
 
 
 def test_a_merge_pressed_on_github_is_tracked_by_webhook(github, create_session, deliver):

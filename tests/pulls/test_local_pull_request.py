@@ -52,7 +52,7 @@ def test_a_turn_opens_one_pull_request_and_later_turns_push_to_its_branch(
     assert AuditEntry.objects.filter(action="pull_request.open").count() == 1
 
 
-def test_merging_waits_for_a_second_person_and_runs_once(publishing, create_session, team):
+def test_merging_waits_for_a_second_person_and_runs_once(publishing, create_session, team, client):
     code, summary, err = create_session("--prompt", "add a greeting", "--agent-command", AGENT,
                                         "--inline", "--as", "engineer")  # fmt: skip
     assert code == 0, err
@@ -84,6 +84,12 @@ def test_merging_waits_for_a_second_person_and_runs_once(publishing, create_sess
 
     with pytest.raises(ApprovalError):
         request_merge(pr, team.engineer)
+
+    # The Metrics page counts it: one session, one PR, merged, reviewed once (the approval).
+    client.force_login(team.manager)
+    page = client.get("/metrics/", {"repository": "widgets", "period": "day"}).content.decode()
+    assert "1 → 1 → 1" in page and "100.0%" in page
+    assert pr.review_rounds == 1 and pr.first_review_at is not None
 
 
 def test_a_merge_approved_after_the_pr_was_merged_elsewhere_fails_with_the_reason(
