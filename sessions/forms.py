@@ -1,7 +1,10 @@
 from __future__ import annotations
 
+import uuid
+
 from django import forms
 from django.core.files.storage import default_storage
+from django.urls import reverse
 
 from sessions.agents import RUNTIME_NAMES
 from sessions.services import MAX_PROMPT_BYTES
@@ -9,10 +12,24 @@ from sessions.services import MAX_PROMPT_BYTES
 MAX_IMAGES = 5
 MAX_IMAGE_BYTES = 5 * 1024 * 1024
 IMAGE_TYPES = {"image/png", "image/jpeg", "image/gif", "image/webp"}
+# The served Content-Type comes from the name, so only these names are stored.
+IMAGE_SUFFIXES = {"png": "image/png", "jpg": "image/jpeg", "jpeg": "image/jpeg",
+                  "gif": "image/gif", "webp": "image/webp"}  # fmt: skip
+ATTACHMENTS = "attachments"
 
 
 class MultipleImageInput(forms.ClearableFileInput):
     allow_multiple_selected = True
+
+
+class MultipleImageField(forms.FileField):
+    """A FileField that takes several files (a plain FileField refuses the list the widget
+    returns with "No file was submitted")."""
+
+    def clean(self, data, initial=None):
+        if isinstance(data, list | tuple):
+            return [super(MultipleImageField, self).clean(item, initial) for item in data]
+        return [super().clean(data, initial)] if data else []
 
 
 class NewSessionForm(forms.Form):
@@ -35,7 +52,7 @@ class NewSessionForm(forms.Form):
         max_length=MAX_PROMPT_BYTES,
         error_messages={"required": "The prompt is empty; say what the agent should do."},
     )
-    images = forms.FileField(
+    images = MultipleImageField(
         required=False, widget=MultipleImageInput(attrs={"accept": "image/*", "multiple": True})
     )
 
@@ -56,7 +73,8 @@ class NewSessionForm(forms.Form):
         if len(files) > MAX_IMAGES:
             raise forms.ValidationError(f"Attach at most {MAX_IMAGES} images.")
         for upload in files:
-            if upload.content_type not in IMAGE_TYPES:
+            suffix = upload.name.rsplit(".", 1)[-1].lower() if "." in upload.name else ""
+            if upload.content_type not in IMAGE_TYPES or suffix not in IMAGE_SUFFIXES:
                 raise forms.ValidationError(f"{upload.name} is not a PNG, JPEG, GIF or WebP image.")
             if upload.size > MAX_IMAGE_BYTES:
                 raise forms.ValidationError(f"{upload.name} is larger than 5 MB.")
@@ -69,11 +87,16 @@ class NewSessionForm(forms.Form):
         return data
 
     def prompt_with_attachments(self) -> str:
-        """The prompt, with links to the uploaded images (stored in media) appended."""
+        """The prompt, with links to the uploaded images appended. The images are stored under
+        a random folder and served only to members who can see a prompt linking them
+        (sessions.views.session_attachment)."""
         text = self.cleaned_data["prompt"]
+        folder = uuid.uuid4().hex
         for upload in self.cleaned_data.get("images") or []:
-            name = default_storage.save(f"attachments/{upload.name}", upload)
-            self.saved_images.append(default_storage.url(name))
+            name = default_storage.save(f"{ATTACHMENTS}/{folder}/{upload.name}", upload)
+            self.saved_images.append(
+                reverse("sessions:attachment", args=[folder, name.rsplit("/", 1)[-1]])
+            )
         if self.saved_images:
             text += "\n\nAttached images:\n" + "\n".join(self.saved_images)
         return text

@@ -1,4 +1,4 @@
-from django.urls import path
+from django.urls import path, re_path
 
 from sessions import views
 
@@ -7,6 +7,11 @@ urlpatterns = [
     path("", views.session_list, name="list"),
     path("new/", views.session_new, name="new"),
     path("prewarm/", views.session_prewarm, name="prewarm"),
+    re_path(
+        r"^attachments/(?P<folder>[0-9a-f]{32})/(?P<name>[^/]+)$",
+        views.session_attachment,
+        name="attachment",
+    ),
     path("<int:pk>/", views.session_detail, name="detail"),
     path("<int:pk>/older/", views.session_older, name="older"),
     path("<int:pk>/prompts/", views.session_prompt, name="prompt"),

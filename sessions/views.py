@@ -4,8 +4,9 @@ from django.contrib.auth.decorators import login_required
 from django.core.exceptions import PermissionDenied
 from django.db import transaction
 from django.db.models import Q
-from django.http import HttpRequest, HttpResponse, JsonResponse
+from django.http import FileResponse, Http404, HttpRequest, HttpResponse, JsonResponse
 from django.shortcuts import redirect, render
+from django.urls import reverse
 from django.utils.safestring import mark_safe
 from django.views.decorators.csrf import csrf_exempt
 from django.views.decorators.http import require_POST
@@ -104,6 +105,22 @@ def session_prewarm(request: HttpRequest) -> HttpResponse:
     user_id = request.user.pk
     transaction.on_commit(lambda: prewarm.delay(user_id, repository.pk))
     return JsonResponse({"prewarming": True})
+
+
+@login_required
+def session_attachment(request: HttpRequest, folder: str, name: str) -> HttpResponse:
+    """An image attached to a prompt, for members who can see a prompt that links it."""
+    from django.core.files.storage import default_storage
+
+    from sessions.forms import ATTACHMENTS, IMAGE_SUFFIXES
+
+    link = reverse("sessions:attachment", args=[folder, name])
+    linked = access.visible_to(request.user, Session.objects.filter(prompts__text__contains=link))
+    content_type = IMAGE_SUFFIXES.get(name.rsplit(".", 1)[-1].lower())
+    path = f"{ATTACHMENTS}/{folder}/{name}"
+    if content_type is None or not linked.exists() or not default_storage.exists(path):
+        raise Http404("No attachment matches this address.")
+    return FileResponse(default_storage.open(path), content_type=content_type)
 
 
 @login_required

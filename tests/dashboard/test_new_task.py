@@ -111,3 +111,48 @@ def test_a_missing_model_key_for_the_default_agent_is_explained(client, team, se
     assert response.status_code == 200
     assert "ANTHROPIC_API_KEY" in response.content.decode()
     assert not Session.objects.exists()
+
+
+PNG = (
+    b"\x89PNG\r\n\x1a\n\x00\x00\x00\rIHDR\x00\x00\x00\x01\x00\x00\x00\x01\x08\x06\x00\x00\x00"
+    b"\x1f\x15\xc4\x89\x00\x00\x00\rIDATx\x9cc\xf8\x0f\x00\x00\x01\x01\x00\x05\x18\xd8N\x00\x00"
+    b"\x00\x00IEND\xaeB`\x82"
+)
+
+
+def test_an_attached_image_is_linked_from_the_prompt_and_shown_to_members_only(client, team):
+    from django.core.files.uploadedfile import SimpleUploadedFile
+
+    client.force_login(team.engineer)
+    client.post(
+        reverse("sessions:new"),
+        {"repository": team.repository.pk, "agent": "command", "agent_command": "true",
+         "prompt": "make it look like this",
+         "images": SimpleUploadedFile("mock up.png", PNG, content_type="image/png")},
+    )  # fmt: skip
+    text = Session.objects.get().prompts.get().text
+    assert text.startswith("make it look like this\n\nAttached images:\n/sessions/attachments/")
+    link = text.splitlines()[-1]
+    assert link.endswith("/mock%20up.png")
+
+    client.force_login(team.reviewer)
+    image = client.get(link)
+    assert image.status_code == 200 and image["Content-Type"] == "image/png"
+    assert b"".join(image.streaming_content) == PNG
+    client.force_login(team.outsider)
+    assert client.get(link).status_code == 404
+    assert client.get(link.replace("mock%20up", "other")).status_code == 404
+
+
+def test_a_file_that_is_not_named_as_an_image_is_refused(client, team):
+    from django.core.files.uploadedfile import SimpleUploadedFile
+
+    client.force_login(team.engineer)
+    page = client.post(
+        reverse("sessions:new"),
+        {"repository": team.repository.pk, "agent": "command", "agent_command": "true",
+         "prompt": "look", "images": SimpleUploadedFile(
+             "page.html", b"<script>alert(1)</script>", content_type="image/png")},
+    ).content.decode()  # fmt: skip
+    assert "page.html is not a PNG, JPEG, GIF or WebP image." in page
+    assert not Session.objects.exists()
