@@ -96,6 +96,22 @@ def test_the_pr_is_opened_with_the_authors_own_github_token(github, create_sessi
     assert github.problems == []
 
 
+def test_a_revoked_github_login_falls_back_to_the_app_and_is_flagged(github, create_session, team):
+    from allauth.socialaccount.models import SocialAccount, SocialToken
+
+    account = SocialAccount.objects.create(
+        user=team.engineer, provider="github", uid="583231", extra_data={"login": "ada"}
+    )
+    SocialToken.objects.create(account=account, token="gho_revoked_on_github")
+    pr = PullRequest.objects.get(session_id=start(create_session)["id"])
+    assert pr.opened_as_app is True
+    tried, opened = github.calls("POST", f"/repos/{REPO}/pulls")
+    assert tried["token"] == "gho_revoked_on_github" and opened["token"].startswith("ghs_")
+    [pull] = github.repo(REPO).pulls
+    assert pull["user"]["type"] == "Bot"
+    assert github.problems == []
+
+
 def test_review_and_merge_are_tracked_by_webhook(
     github, create_session, team, deliver, codertocat, client
 ):
