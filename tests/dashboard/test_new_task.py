@@ -156,3 +156,22 @@ def test_a_file_that_is_not_named_as_an_image_is_refused(client, team):
     ).content.decode()  # fmt: skip
     assert "page.html is not a PNG, JPEG, GIF or WebP image." in page
     assert not Session.objects.exists()
+
+
+def test_typing_a_prompt_prewarms_a_sandbox_for_that_repository_only(
+    client, team, django_capture_on_commit_callbacks
+):
+    client.force_login(team.engineer)
+    form = client.get(reverse("sessions:new")).content.decode()
+    assert f'hx-post="{reverse("sessions:prewarm")}" hx-trigger="keyup changed' in form
+    with django_capture_on_commit_callbacks() as callbacks:
+        answer = client.post(reverse("sessions:prewarm"), {"repository": team.repository.pk})
+    assert answer.json() == {"prewarming": True} and len(callbacks) == 1
+
+    foreign = client.post(reverse("sessions:prewarm"), {"repository": team.other_repository.pk})
+    assert foreign.status_code == 404
+    client.force_login(team.reviewer)  # may watch, may not start sessions
+    assert (
+        client.post(reverse("sessions:prewarm"), {"repository": team.repository.pk}).status_code
+        == 404
+    )
