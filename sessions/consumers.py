@@ -341,7 +341,9 @@ def render_html_page(session_id: int, after: int) -> tuple[str, int]:
 def presence_html(message: dict) -> str:
     items = format_html_join("", "<li>{}</li>", ((v["username"],) for v in message["viewers"]))
     return format_html(
-        '<ul id="presence" class="presence" aria-live="polite" hx-swap-oob="true">{}</ul>', items
+        '<ul id="presence" class="presence" aria-labelledby="presence-title" aria-live="polite" '
+        'hx-swap-oob="true">{}</ul>',
+        items,
     )
 
 

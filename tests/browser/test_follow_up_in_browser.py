@@ -34,7 +34,9 @@ def test_a_follow_up_from_b_is_seen_by_a_queued_then_run_attributed(
     expect(bob.locator(".messages")).to_contain_text("Prompt queued")
     # A sees B's prompt arrive in the live log, attributed, before it runs ...
     expect(alice.locator("#log-events")).to_contain_text("admin asked (prompt 2)", timeout=10_000)
-    expect(alice.locator("#prompts")).to_contain_text("queued", timeout=10_000)
+    queued = alice.locator("#prompts li.prompt-queued")
+    expect(queued).to_contain_text("admin", timeout=10_000)
+    expect(queued).to_contain_text("second, please")
     # ... then run, attributed to B.
     expect(alice.locator("#log-events")).to_contain_text(
         "turn: second, please by admin", timeout=60_000
