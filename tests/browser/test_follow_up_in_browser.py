@@ -62,3 +62,5 @@ def test_each_main_page_renders_in_the_browser(login, team, ready_repo, name):
     page.set_viewport_size({"width": 390, "height": 844})  # a phone
     screenshot(page, name.replace(":", "-") + "-phone")
     assert errors == []
+    # Nothing wider than the phone: the page never scrolls sideways.
+    assert page.evaluate("document.documentElement.scrollWidth") <= 390

@@ -48,3 +48,16 @@ def test_scrolling_up_shows_jump_to_live_which_returns_to_the_newest_event(login
     expect(page.locator("#event-160")).to_be_visible(timeout=10_000)
     assert log.evaluate(AT_BOTTOM), "back at the bottom, the log follows again"
     expect(jump).to_be_hidden()
+
+
+def test_the_session_page_fits_a_phone(login, team):
+    session = Session.objects.create(
+        repository=team.repository, creator=team.engineer, title="On the go", branch="main"
+    )
+    append_events(session.pk, [("output", {"stream": "stdout", "text": "x" * 300})])
+    page = login(team.engineer)
+    page.set_viewport_size({"width": 390, "height": 844})
+    page.goto(session.get_absolute_url())
+    expect(page.locator("#log-events > li")).to_have_count(1)
+    expect(page.locator("#prompt-text")).to_be_visible()
+    assert page.evaluate("document.documentElement.scrollWidth") <= 390
