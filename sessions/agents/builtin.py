@@ -375,7 +375,8 @@ def _limit_reached(
     if totals["priced"] and totals["cost_usd"] >= limits.cost_usd:
         return (
             "cost",
-            f"the turn cost ${totals['cost_usd']:.4f}, its limit is ${limits.cost_usd:.2f}; {kept}",
+            f"the turn cost ${totals['cost_usd']:.4f}, its limit is "
+            f"{pricing.usd(limits.cost_usd)}; {kept}",
         )
     if time.monotonic() >= deadline:
         return (

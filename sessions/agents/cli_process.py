@@ -16,6 +16,7 @@ from collections.abc import Iterator, Mapping
 from typing import Any
 
 from sessions.agents.base import AgentError, AgentEvent, AgentRuntime, Turn
+from sessions.agents.pricing import usd
 from snapshots.sandbox import WORKSPACE, ExecHandle
 
 # Reads the prompt from the environment onto the CLI's stdin; "$@" is the CLI's argv.
@@ -163,6 +164,6 @@ def _over_limit(turn: Turn, tokens: int, cost: float) -> tuple[str, str] | None:
     if cost >= turn.limits.cost_usd:
         return (
             "cost",
-            f"the turn cost ${cost:.4f}, its limit is ${turn.limits.cost_usd:.2f}; {kept}",
+            f"the turn cost ${cost:.4f}, its limit is {usd(turn.limits.cost_usd)}; {kept}",
         )
     return None

@@ -74,3 +74,9 @@ def cost_usd(
     if price is None:
         return None
     return round((input_tokens * price[0] + output_tokens * price[1]) / 1_000_000, 6)
+
+
+def usd(amount: float) -> str:
+    """A dollar amount for a message: cents when that is exact, else four decimals (a $0.004
+    limit must not read as "$0.00")."""
+    return f"${amount:,.2f}" if round(amount, 2) == amount else f"${amount:,.4f}"

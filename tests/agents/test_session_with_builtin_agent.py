@@ -167,3 +167,28 @@ def test_the_builtin_agent_starts_during_the_drift_sync_and_edits_the_synced_wor
     diff = next(e.payload for e in events if e.kind == "diff")
     assert "+Edited after sync." in diff["patch"]
     assert Session.objects.get(pk=summary["id"]).timings["sync_ms"] > 0
+
+
+@pytest.mark.parametrize(
+    ("limit", "value", "says"),
+    [
+        ("AGENT_MAX_STEPS", 2, "limit of 2 model steps"),
+        ("AGENT_MAX_COST_USD", 0.004, "the turn cost $0.0048, its limit is $0.0040"),
+    ],
+)
+def test_a_turn_over_its_limit_is_stopped_reported_and_its_work_kept(
+    ready_repo, create_session, llm, settings, limit, value, says
+):
+    setattr(settings, limit, value)
+    llm.push(
+        chat_tool_calls(("write_file", {"path": "partial.txt", "content": "half\n"})),
+        *[chat_tool_calls(("read_file", {"path": "README.md"})) for _ in range(8)],
+    )
+    code, summary, err = create_session("--prompt", "do a lot", "--agent", "builtin", "--inline")
+    assert code == 0, err
+    assert summary["state"] == "idle"
+    assert len(llm.requests) == 2  # each step costs $0.0024 here
+    error = Event.objects.filter(session_id=summary["id"], kind="error").get().payload
+    assert says in error["message"] and "the work so far is kept" in error["message"]
+    assert summary["diff"]["paths"] == ["partial.txt"]
+    assert Session.objects.get(pk=summary["id"]).prompts.get().commit
