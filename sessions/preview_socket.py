@@ -6,6 +6,11 @@ Members only, as for the HTTP preview (others are closed with 4403). The connect
 sandbox is `Sandbox.connect_port`, spoken to with the small RFC 6455 client below (the stdlib
 has none, and the websocket libraries the project has are for its tests): the handshake, masked
 client frames, fragmented messages, ping/pong and close.
+
+Close codes: the application's own (1000 or 3000-4999); 4403 not a member; 4404 no running
+sandbox (the link ended with it); 4502 the preview cannot be reached, or the connection into
+the sandbox broke (e.g. the sandbox was stopped). daphne (Autobahn) can send only 1000 and
+3000-4999: any other code would fail there and leave the viewer's socket open and silent.
 """
 
 from __future__ import annotations
@@ -31,7 +36,16 @@ log = logging.getLogger(__name__)
 GUID = "258EAFA5-E914-47DA-95CA-C5AB0DC85B11"
 MAX_MESSAGE = 16 * 1024 * 1024
 TEXT, BINARY, CLOSE, PING, PONG = 1, 2, 8, 9, 10
-FORBIDDEN, UNAVAILABLE = 4403, 1011
+FORBIDDEN, GONE, UNAVAILABLE = 4403, 4404, 4502
+
+
+def viewer_close_code(upstream: int) -> int:
+    """The code that closes the viewer's socket when the application's closed with `upstream`:
+    kept where daphne can send it, else 1000 for a going-away and UNAVAILABLE for the rest
+    (1006, the connection into the sandbox broke; 1009, 1011, …)."""
+    if upstream == 1000 or 3000 <= upstream <= 4999:
+        return upstream
+    return 1000 if upstream == 1001 else UNAVAILABLE
 
 
 class UpstreamClosed(Exception):
@@ -180,7 +194,7 @@ class PreviewSocketConsumer(AsyncWebsocketConsumer):
             door = await database_sync_to_async(_open_door)(user, int(kwargs["session_id"]))
         except PreviewUnavailable as exc:
             log.info("preview websocket of session %s: %s", kwargs["session_id"], exc)
-            return await self._refuse(UNAVAILABLE)
+            return await self._refuse(GONE if exc.status == 404 else UNAVAILABLE)
         if door is None:
             return await self._refuse(FORBIDDEN)
         sock, port = door
@@ -210,8 +224,7 @@ class PreviewSocketConsumer(AsyncWebsocketConsumer):
                 else:
                     await self.send(bytes_data=data)
         except UpstreamClosed as closed:
-            code = closed.code if 1000 <= closed.code < 5000 and closed.code != 1006 else 1011
-            await self.close(code=code)
+            await self.close(code=viewer_close_code(closed.code))
 
     async def receive(self, text_data: str | None = None, bytes_data: bytes | None = None):
         if self.upstream is None:

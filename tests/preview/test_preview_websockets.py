@@ -107,3 +107,40 @@ async def test_a_non_member_is_closed_with_4403(ws_session, cookies, tmp_path): 
             with pytest.raises(websockets.ConnectionClosed) as closed:
                 await asyncio.wait_for(ws.recv(), 10)
             assert closed.value.rcvd.code == 4403
+
+
+async def test_an_open_socket_and_the_link_end_with_the_sandbox(ws_session, cookies, tmp_path):  # noqa: F811
+    """A socket the application had open is closed (not left hanging) when the sandbox stops,
+    and the link then refuses new ones."""
+    from snapshots.backends import sandbox_backend
+    from tests.streaming.conftest import in_thread
+
+    url = f"/sessions/{ws_session.pk}/preview/live"
+    with running_daphne(tmp_path / "daphne.log") as daphne:
+        connect = {
+            "uri": f"ws://127.0.0.1:{daphne.port}{url}",
+            "origin": f"http://127.0.0.1:{daphne.port}",
+            "additional_headers": {"Cookie": cookies["engineer"]},
+            "open_timeout": 30,
+        }
+        async with websockets.connect(**connect) as ws:
+            assert await asyncio.wait_for(ws.recv(), 10) == "path /live"
+            await in_thread(lambda: sandbox_backend().attach(ws_session.sandbox_id).terminate())
+            with pytest.raises(websockets.ConnectionClosed) as closed:
+                await asyncio.wait_for(ws.recv(), 15)
+            assert closed.value.rcvd.code == 4502  # the connection into the sandbox broke
+        async with websockets.connect(**connect) as ws:
+            with pytest.raises(websockets.ConnectionClosed) as closed:
+                await asyncio.wait_for(ws.recv(), 10)
+            assert closed.value.rcvd.code == 4404  # the link ended with the sandbox
+
+
+@pytest.mark.parametrize(
+    ("upstream", "viewer"),
+    [(1000, 1000), (1001, 1000), (4001, 4001), (3000, 3000), (1006, 4502), (1009, 4502),
+     (1011, 4502), (2999, 4502)],
+)  # fmt: skip
+def test_the_viewer_is_closed_with_a_code_daphne_can_send(upstream, viewer):
+    from sessions.preview_socket import viewer_close_code
+
+    assert viewer_close_code(upstream) == viewer
