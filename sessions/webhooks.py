@@ -5,7 +5,9 @@ opened — reviews, merges, closes, new pushes, comments that ask the agent for 
 (`X-Hub-Signature-256`, HMAC-SHA256 of the raw body, compared in constant time); an unsigned or
 wrongly signed one is refused (401) and nothing is recorded. Each `X-GitHub-Delivery` is applied
 once: it is recorded as a WebhookDelivery in the same transaction as its effects, so a
-redelivery after success changes nothing and a redelivery after a crash applies it again.
+redelivery after success changes nothing and a redelivery after a crash applies it again. The
+delivery id is not signed, so effects that are not idempotent by nature are keyed too: a review
+is recorded once per review id, a comment queues at most one prompt.
 Events and actions this module does not handle, and repositories not linked here, are answered
 202 with the reason and not recorded.
 """
@@ -270,6 +272,12 @@ def on_issue_comment(link: GitHubLink, payload: dict) -> str:
     pr = _pull_request(link, issue.get("number"))
     login = author.get("login", "")
     ref = f"{link.full_name}#{pr.number}"
+    # X-GitHub-Delivery is not signed: a captured delivery replayed under a new id must not
+    # queue the prompt again, so a comment queues at most one (a concurrent replay fails on
+    # the unique key and rolls back).
+    queued_key = f"issue_comment/{comment.get('id')}"[:100]
+    if WebhookDelivery.objects.filter(delivery_id=queued_key).exists():
+        return f"comment {comment.get('id')} on {ref} already queued a prompt"
     user = user_for_github_login(login, author.get("id"))
     text = mention.sub("", body).strip()
     refusal = ""
@@ -295,7 +303,11 @@ def on_issue_comment(link: GitHubLink, payload: dict) -> str:
                                            f"but it was not queued: {refusal}"},
         )  # fmt: skip
         return f"comment on {ref} not queued: {refusal}"
-    return f"follow-up prompt {prompt.order} queued from @{login}'s comment on {ref}"
+    outcome = f"follow-up prompt {prompt.order} queued from @{login}'s comment on {ref}"
+    WebhookDelivery.objects.create(
+        delivery_id=queued_key, event="issue_comment", action="queued", outcome=outcome[:300]
+    )
+    return outcome
 
 
 # -- push -------------------------------------------------------------------------------------

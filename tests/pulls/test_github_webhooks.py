@@ -138,6 +138,20 @@ def test_a_comment_mentioning_the_app_queues_a_follow_up_from_the_member(deliver
     assert "Codertocat/Hello-World#2" in prompt.text
 
 
+def test_a_comment_replayed_under_another_delivery_id_queues_nothing_more(deliver, github_pr, team):
+    from allauth.socialaccount.models import SocialAccount
+
+    SocialAccount.objects.create(user=team.admin, provider="github", uid="21031067")
+    comment = payload("issue_comment_created_on_pull_request")
+    assert deliver("issue_comment", comment, delivery="c-1").status_code == 200
+    replayed = deliver("issue_comment", comment, delivery="c-2")  # same signed body
+    assert replayed.status_code == 200
+    assert replayed.json()["outcome"] == (
+        f"comment {comment['comment']['id']} on Codertocat/Hello-World#2 already queued a prompt"
+    )
+    assert github_pr.session.prompts.count() == 2  # the first prompt and one follow-up
+
+
 def test_a_comment_from_someone_who_may_not_prompt_is_shown_not_queued(
     deliver, github_pr, codertocat
 ):
