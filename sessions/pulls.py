@@ -27,7 +27,7 @@ from sessions.events import append_event
 from sessions.models import Event, PullRequest, ReviewEvent, Session, State
 from sessions.workspace_git import GIT
 from snapshots import mirror
-from snapshots.sandbox import Sandbox
+from snapshots.sandbox import Sandbox, SandboxError
 
 log = logging.getLogger(__name__)
 # How git and GitHub name what a revert undoes (git revert's message; GitHub's revert button).
@@ -262,7 +262,10 @@ def publish_turn(session: Session, sandbox: Sandbox, *, fence: int | None = None
 def _report_unpublished(session: Session, sandbox: Sandbox, pr: PullRequest) -> None:
     """Work done after the PR was merged or closed (e.g. on the code host, during a turn) has
     nowhere to go: say so on the session, rather than leave it unpushed silently."""
-    head = sandbox.run(f"{GIT} rev-parse HEAD", cwd="/workspace", timeout=30)
+    try:
+        head = sandbox.run(f"{GIT} rev-parse HEAD", cwd="/workspace", timeout=30)
+    except SandboxError:
+        return  # the sandbox is gone: its work is in the session's snapshot, nothing to say
     if not head.ok or head.stdout.strip() == published_head(session):
         return
     if pr.state == PullRequest.State.MERGED:
