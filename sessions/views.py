@@ -7,6 +7,7 @@ from django.db.models import Q
 from django.http import FileResponse, Http404, HttpRequest, HttpResponse, JsonResponse
 from django.shortcuts import redirect, render
 from django.urls import reverse
+from django.utils.html import format_html
 from django.utils.safestring import mark_safe
 from django.views.decorators.csrf import csrf_exempt
 from django.views.decorators.http import require_POST
@@ -155,14 +156,22 @@ def session_older(request: HttpRequest, pk: int) -> HttpResponse:
         session.events.filter(seq__lt=before, seq__gte=before - PAGE_EVENTS).order_by("seq")
     )
     html = rendering.render_events(events)
+    html = f'<ol class="log older-page">{html}</ol>'
     if events and events[0].seq > 1:
-        html = (
-            f'<button type="button" class="older" hx-get="?before={events[0].seq}" '
-            'hx-trigger="click, revealed" hx-swap="outerHTML">Load older events</button>'
-        ) + f'<ol class="log older-page">{html}</ol>'
-    else:
-        html = f'<ol class="log older-page">{html}</ol>'
+        # An absolute address: a relative "?before=" would fetch the whole session page.
+        url = reverse("sessions:older", args=[session.pk]) + f"?before={events[0].seq}"
+        html = older_button(url) + html
     return HttpResponse(html)
+
+
+def older_button(url: str) -> str:
+    """The "Load older events" control: clicked, or seen as the reader scrolls the log up
+    (`intersect`, since the log scrolls inside its own box, which `revealed` does not see)."""
+    return format_html(
+        '<button type="button" class="older" hx-get="{}" hx-trigger="click, intersect once" '
+        'hx-swap="outerHTML">Load older events</button>',
+        url,
+    )
 
 
 @login_required

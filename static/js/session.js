@@ -59,6 +59,22 @@
     }
   });
 
+  // An older page goes in above what the reader sees: keep their place, so the next
+  // "Load older events" stays out of sight until they scroll up again (no cascade).
+  var olderFromBottom = null;
+  document.addEventListener("htmx:beforeSwap", function (evt) {
+    var box = document.getElementById("log");
+    var elt = evt.detail.elt;
+    if (box && elt && elt.classList && elt.classList.contains("older")) {
+      olderFromBottom = box.scrollHeight - box.scrollTop;
+    }
+  });
+  document.addEventListener("htmx:afterSwap", function () {
+    var box = document.getElementById("log");
+    if (box && olderFromBottom !== null) box.scrollTop = box.scrollHeight - olderFromBottom;
+    olderFromBottom = null;
+  });
+
   document.addEventListener("click", function (evt) {
     if (evt.target && evt.target.id === "jump-live") {
       var box = document.getElementById("log");

@@ -61,3 +61,23 @@ def test_the_session_page_fits_a_phone(login, team):
     expect(page.locator("#log-events > li")).to_have_count(1)
     expect(page.locator("#prompt-text")).to_be_visible()
     assert page.evaluate("document.documentElement.scrollWidth") <= 390
+
+
+def test_scrolling_to_the_top_of_the_log_loads_older_events(login, team):
+    session = Session.objects.create(
+        repository=team.repository, creator=team.engineer, title="Older", branch="main"
+    )
+    append_events(session.pk, output(1, 700))
+    page = login(team.engineer)
+    page.goto(session.get_absolute_url())
+    items = page.locator("#log li.event")
+    expect(items).to_have_count(300)
+    log = page.locator("#log")
+    log.evaluate("b => { b.scrollTop = 0; }")
+    expect(items).to_have_count(600, timeout=5_000)
+    page.wait_for_timeout(1_000)
+    assert items.count() == 600, "one page per scroll, not a cascade to the start"
+    log.evaluate("b => { b.scrollTop = 0; }")
+    expect(items).to_have_count(700, timeout=5_000)
+    seqs = page.eval_on_selector_all("#log li.event", "els => els.map(e => +e.dataset.seq)")
+    assert seqs == list(range(1, 701))
