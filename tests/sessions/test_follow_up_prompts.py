@@ -49,3 +49,17 @@ def test_a_follow_up_after_the_sandbox_is_gone_resumes_exactly_where_it_stopped(
     assert outputs[-2:] == ["admin: first", "admin: second"]
     session.refresh_from_db()
     assert session.timings["restore_ms"] > 0  # restored from the session's own snapshot
+
+
+def test_a_follow_up_reuses_the_live_sandbox(ready_repo, create_session, inspect_cli):
+    _, first, _ = create_session("--prompt", "first", "--agent-command", APPEND, "--inline")
+    session = Session.objects.get(pk=first["id"])
+    sandbox_id = session.sandbox_id
+    inspect_cli("session", "prompt", str(session.pk), "second", "--inline")
+    session.refresh_from_db()
+    assert session.sandbox_id == sandbox_id
+    assert session.timings["restore_ms"] == 0.0  # nothing restored: the same sandbox went on
+    outputs = list(
+        Event.objects.filter(session=session, kind="output").values_list("payload__text", flat=True)
+    )
+    assert outputs[-2:] == ["admin: first", "admin: second"]
