@@ -33,8 +33,9 @@ Wire format (JSON text frames, server to client)
 
 Close codes: 4400 bad `after` (not a whole number, negative) or unsupported `format`;
 4401 not logged in; 4403 no such session or not a member of its repository (the same for
-both, so ids cannot be probed); 4008 lagging (after a resync); 1013 live updates unavailable
-(Redis or the database unreachable) — reconnect shortly. Messages from the client are ignored.
+both, so ids cannot be probed); 4008 lagging (after a resync); 4503 live updates unavailable
+(Redis or the database unreachable) and 4500 the stream failed — reconnect shortly. Messages
+from the client are ignored.
 
 How it keeps its promises
 -------------------------
@@ -94,7 +95,10 @@ STALL_SECONDS = 10.0  # a socket that does not drain for this long resyncs
 POLL_SECONDS = 5.0  # the log is re-read this often without a notification (lost wake-ups)
 MAX_SEQ = 2**63 - 1
 
-BAD_INPUT, NOT_LOGGED_IN, FORBIDDEN, LAGGING, TRY_AGAIN = 4400, 4401, 4403, 4008, 1013
+# Daphne (autobahn) can send only 1000 and 3000-4999, so "try again" and "server error" are
+# 4503 and 4500 (not 1013 and 1011); the page reconnects on both, as on 4008.
+BAD_INPUT, NOT_LOGGED_IN, FORBIDDEN, LAGGING, TRY_AGAIN = 4400, 4401, 4403, 4008, 4503
+SERVER_ERROR = 4500
 NO_SUCH_SESSION = "This session does not exist or you are not a member of its repository."
 _LAYER_ERRORS = (RedisError, OSError, ConnectionError, asyncio.TimeoutError)
 
@@ -561,7 +565,7 @@ class SessionStreamConsumer(AsyncWebsocketConsumer):
             raise
         except Exception:
             log.exception("stream of session %s failed", self.session_id)
-            await self.close(code=1011)
+            await self.close(code=SERVER_ERROR)
 
     async def _drain(self, poll: bool = False) -> None:
         """Send everything after self.sent that the log holds: history pages from the table

@@ -53,9 +53,11 @@
   });
 
   document.addEventListener("htmx:wsClose", function (evt) {
-    // 4008: the server says we fell behind; reconnect and resume from our last seq.
-    if (evt.detail.event.code === 4008 && evt.detail.socketWrapper) {
-      setTimeout(function () { evt.detail.socketWrapper.reconnect(); }, 200);
+    // Reconnect and resume from our last seq: 4008, we fell behind (at once); 4503, live
+    // updates are unavailable for now, and 4500, the stream failed (after a pause).
+    var wait = {4008: 200, 4503: 3000, 4500: 3000}[evt.detail.event.code];
+    if (wait && evt.detail.socketWrapper) {
+      setTimeout(function () { evt.detail.socketWrapper.reconnect(); }, wait);
     }
   });
 
