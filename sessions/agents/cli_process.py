@@ -94,7 +94,7 @@ class CliAgent(AgentRuntime):
         return (
             f"{self.label} is not installed in this repository's sandbox (no `{self.binary}` "
             f'on PATH): add "npm install -g {self.package}" to `setup` in '
-            ".inspect/environment.toml (its egress must allow registry.npmjs.org and the "
+            ".inspect/environment.toml (its egress must allow the npm registry and the "
             "model API), then refresh the snapshot"
         )
 

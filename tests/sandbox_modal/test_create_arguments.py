@@ -54,14 +54,14 @@ def test_labels_become_tags_and_no_secrets_are_passed(backend, fake_modal):
     backend.create(
         snapshot=None,
         labels={"session": "s-42", "repository": "widgets"},
-        env={"PIP_INDEX_URL": "https://pypi.org/simple"},
+        env={"PIP_INDEX_URL": "https://pkgs.example.org/simple"},
     )
 
     kwargs = fake_modal.recorder.last("Sandbox.create").kwargs
     assert kwargs["tags"]["session"] == "s-42"
     assert kwargs["tags"]["repository"] == "widgets"
     assert kwargs["tags"][mb.TAG_MANAGED] == "1"
-    assert kwargs["env"] == {"PIP_INDEX_URL": "https://pypi.org/simple"}
+    assert kwargs["env"] == {"PIP_INDEX_URL": "https://pkgs.example.org/simple"}
     assert "secrets" not in kwargs
 
 
@@ -96,7 +96,11 @@ def test_the_idle_timeout_is_a_backend_option(sdk, fake_modal):
 
 @pytest.mark.parametrize(
     "network",
-    [NetworkPolicy("none"), NetworkPolicy("allowlist", ("pypi.org",)), NetworkPolicy("open")],
+    [
+        NetworkPolicy("none"),
+        NetworkPolicy("allowlist", ("pkgs.example.org",)),
+        NetworkPolicy("open"),
+    ],
 )
 def test_modals_own_validation_accepts_what_we_send(backend, fake_modal, network):
     backend.create(

@@ -45,16 +45,16 @@ def test_no_policy_means_none(backend, fake_modal):
 
 
 def test_allowlist_sends_each_domain_and_its_subdomains(backend, fake_modal):
-    policy = NetworkPolicy("allowlist", ("pypi.org", "*.files.pythonhosted.org", "GitHub.com."))
+    policy = NetworkPolicy("allowlist", ("pkgs.example.org", "*.files.example.org", "GitHub.com."))
 
     kwargs = created_with(backend, fake_modal, policy)
 
     assert "block_network" not in kwargs  # Modal refuses block_network with an allowlist
     assert kwargs["outbound_domain_allowlist"] == [
-        "pypi.org",
-        "*.pypi.org",
-        "files.pythonhosted.org",
-        "*.files.pythonhosted.org",
+        "pkgs.example.org",
+        "*.pkgs.example.org",
+        "files.example.org",
+        "*.files.example.org",
         "github.com",
         "*.github.com",
     ]

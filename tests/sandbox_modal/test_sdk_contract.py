@@ -90,7 +90,7 @@ def exercise_everything(fake_modal, sdk, backend, tmp_path):
     sandbox = backend.create(
         snapshot=base_ref,
         sandbox_id="contract-1",
-        network=NetworkPolicy("allowlist", ("pypi.org",)),
+        network=NetworkPolicy("allowlist", ("pkgs.example.org",)),
         env={"CI": "1"},
         labels={"session": "contract-1"},
     )
@@ -183,7 +183,7 @@ def test_image_delete_is_the_experimental_api_of_1_6():
     [
         ("Sandbox.create", (), {"block_networks": True}),  # misspelt parameter
         ("Sandbox.create", (), {"timeout": 1.5}),  # Modal wants whole seconds
-        ("Sandbox.create", (), {"outbound_domain_allowlist": "pypi.org"}),  # not a list
+        ("Sandbox.create", (), {"outbound_domain_allowlist": "pkgs.example.org"}),  # not a list
         ("Sandbox.exec", ("ls",), {"bufsize": 0}),  # only -1 or 1
         ("Sandbox.exec", (["ls", "-l"],), {}),  # argv goes in as separate strings
         ("Sandbox.snapshot_filesystem", (), {"ttl": "forever"}),

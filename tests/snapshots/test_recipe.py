@@ -8,7 +8,7 @@ start   = ["redis-server --daemonize yes"]
 verify  = ["pytest -q", "ruff check ."]
 preview = { command = "python -m http.server 8000", url = "http://127.0.0.1:8000/" }
 ui      = ["*.html", "src/components/**"]
-egress  = { mode = "allowlist", domains = ["pypi.org", "files.pythonhosted.org"] }
+egress  = { mode = "allowlist", domains = ["pkgs.example.org", "files.example.org"] }
 refresh_minutes = 30
 """
 
@@ -19,7 +19,7 @@ def test_the_design_documents_recipe_parses():
     assert recipe.verify == ("pytest -q", "ruff check .")
     assert recipe.preview.url == "http://127.0.0.1:8000/"
     assert recipe.egress.mode == "allowlist"
-    assert recipe.egress.allows("files.pythonhosted.org")
+    assert recipe.egress.allows("files.example.org")
     assert not recipe.egress.allows("example.com")
     assert recipe.refresh_minutes == 30
 
