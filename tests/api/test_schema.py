@@ -77,4 +77,8 @@ def test_the_api_conforms_to_its_schema(case, world):
         params["id"] = world["approval" if "approvals" in case.path else "session"]
     if "name" in params and len(str(params["name"])) % 2 == 0:
         params["name"] = "widgets"
-    case.call_and_validate(headers={"Authorization": f"Bearer {world['token']}"}, checks=CHECKS)
+    # Raises CheckFailed on a 5xx or a response that does not match the schema.
+    response = case.call_and_validate(
+        headers={"Authorization": f"Bearer {world['token']}"}, checks=CHECKS
+    )
+    assert response.status_code < 500

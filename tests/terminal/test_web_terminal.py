@@ -57,7 +57,8 @@ async def test_resize_changes_the_terminals_size(terminal_daphne, live_session, 
     await term.send(type="resize", cols=132, rows=43)
     await asyncio.sleep(0.2)
     await term.type("stty size\r")
-    await term.until_output(b"43 132")
+    output = await term.until_output(b"43 132")  # rows and columns, as the shell sees them
+    assert b"43 132\r\n" in output.split(b"stty size", 1)[1]  # printed after the command
     await term.close()
 
 
