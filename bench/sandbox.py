@@ -161,7 +161,7 @@ def main() -> int:
     from snapshots.models import Repository, Snapshot
 
     if settings.EMBEDDED_REDIS:
-        ensure_embedded_redis(settings.DATA_DIR)
+        ensure_embedded_redis(settings.EMBEDDED_REDIS_DIR)
     call_command("migrate", verbosity=0)
     report: dict = {"machine": {"cpus": os.cpu_count(), "backend": settings.SANDBOX_RUNTIME}}
     for name, (files, size) in TREES.items():

@@ -95,6 +95,8 @@ DEFAULT_AUTO_FIELD = "django.db.models.BigAutoField"
 
 REDIS_URL = env.redis_url(DATA_DIR)
 EMBEDDED_REDIS = not env.env_str("REDIS_URL")
+# Where the embedded Redis's socket is (REDIS_URL's default), fixed at start-up.
+EMBEDDED_REDIS_DIR = DATA_DIR
 
 # The channel layer only rings the doorbell ("events up to seq N exist"); viewers read the Event
 # table, so a lost message costs latency, never an event. Pub/sub, chosen on measurements

@@ -139,7 +139,9 @@ def run() -> int:
         child_options = {"start_new_session": True, "preexec_fn": _die_with_parent}
         if settings.EMBEDDED_REDIS:
             try:
-                embedded = ensure_embedded_redis(settings.DATA_DIR, detach=False, **child_options)
+                embedded = ensure_embedded_redis(
+                    settings.EMBEDDED_REDIS_DIR, detach=False, **child_options
+                )
             except EmbeddedRedisError as exc:
                 raise StartupError(f"REDIS_URL (embedded): {exc}") from None
             if embedded.process is not None:

@@ -44,7 +44,7 @@ def redis_server():
     if settings.EMBEDDED_REDIS:
         from inspect_web.embedded_redis import ensure_embedded_redis
 
-        return ensure_embedded_redis(settings.DATA_DIR).url
+        return ensure_embedded_redis(settings.EMBEDDED_REDIS_DIR).url
     return settings.REDIS_URL
 
 

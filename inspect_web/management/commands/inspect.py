@@ -33,7 +33,7 @@ class Command(BaseCommand):
             raise CommandError("choose a subcommand; see `python manage.py inspect --help`")
         if settings.EMBEDDED_REDIS:
             # Without `make run` nothing else has started it; it is shared and stays up.
-            ensure_embedded_redis(settings.DATA_DIR)
+            ensure_embedded_redis(settings.EMBEDDED_REDIS_DIR)
         try:
             code = handler(self, options)
         except redis.ConnectionError as exc:
