@@ -40,7 +40,6 @@ import asyncio
 import contextlib
 import json
 import logging
-import shlex
 import threading
 import time
 
@@ -62,7 +61,6 @@ SCROLLBACK = 64 * 1024
 MAX_INPUT = 16 * 1024  # characters per input frame (a paste)
 TOUCH_SECONDS = 30.0  # how often typing marks the session active (the idle reaper reads it)
 SHELL = ("/bin/bash", "-i")
-GIT = "git -c safe.directory=* -c core.quotePath=false"
 # Typing is what an engineer does to a session: the role check of prompting it.
 TYPE_PERMISSION = roles.PROMPT_SESSION
 
@@ -83,7 +81,7 @@ def record_hand_edits(session_id: int, typists: list) -> dict:
     from sessions.events import append_events, diff_attribution
     from sessions.lease import DriverLease
     from sessions.runner import _author
-    from sessions.workspace_git import diff_against, paths_changed_by
+    from sessions.workspace_git import commit_turn, diff_against, paths_changed_by
 
     lease = DriverLease(session_id)
     if not lease.acquire():
@@ -92,27 +90,14 @@ def record_hand_edits(session_id: int, typists: list) -> dict:
         session = Session.objects.select_related("repository").get(pk=session_id)
         sandbox = _attach(session)
         first, others = _author(typists[0]), [_author(u) for u in typists[1:]]
-        trailers = "".join(f"\nCo-authored-by: {a.name} <{a.email}>" for a in others)
         names = ", ".join(u.get_username() for u in typists)
-        message = f"Edited by hand in the terminal by {names}\n{trailers}"
-        env = {
-            "GIT_AUTHOR_NAME": first.name,
-            "GIT_AUTHOR_EMAIL": first.email,
-            "GIT_COMMITTER_NAME": first.name,
-            "GIT_COMMITTER_EMAIL": first.email,
-        }
-        result = sandbox.run(
-            f"{GIT} add -A && if {GIT} diff --cached --quiet; then echo NOCHANGE; else "
-            f"{GIT} commit --quiet --no-verify -m {shlex.quote(message)} && "
-            f"{GIT} rev-parse HEAD; fi",
-            cwd="/workspace",
-            env=env,
-            timeout=120,
+        commit = commit_turn(
+            sandbox,
+            author=first,
+            message=f"Edited by hand in the terminal by {names}",
+            co_authors=[f"{a.name} <{a.email}>" for a in others],
         )
-        if not result.ok:
-            raise SandboxError(f"committing the hand edits failed: {result.stderr[-400:]}")
-        commit = result.stdout.strip().splitlines()[-1] if result.stdout.strip() else "NOCHANGE"
-        if commit == "NOCHANGE":
+        if commit is None:
             return {}
         files = diff_against(sandbox, session.base_commit)
         by_hand = paths_changed_by(sandbox, commit)

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import shlex
+from collections.abc import Sequence
 from dataclasses import dataclass
 
 from sessions.agents.base import Author
@@ -23,10 +24,17 @@ class FileDiff:
     patch: str
 
 
-def commit_turn(sandbox: Sandbox, *, author: Author, message: str) -> str | None:
-    """Commit everything the turn changed as `author`, with the agent as co-author; returns the
-    new commit, or None when nothing changed."""
-    body = f"{message.strip()[:2000]}\n\nCo-authored-by: {AGENT_CO_AUTHOR}\n"
+def commit_turn(
+    sandbox: Sandbox,
+    *,
+    author: Author,
+    message: str,
+    co_authors: Sequence[str] = (AGENT_CO_AUTHOR,),
+) -> str | None:
+    """Commit everything changed in the workspace as `author` (a turn: with the agent as
+    co-author); returns the new commit, or None when nothing changed."""
+    trailers = "".join(f"\nCo-authored-by: {who}" for who in co_authors)
+    body = f"{message.strip()[:2000]}\n{trailers}\n"
     env = {
         "GIT_AUTHOR_NAME": author.name,
         "GIT_AUTHOR_EMAIL": author.email,
@@ -41,7 +49,7 @@ def commit_turn(sandbox: Sandbox, *, author: Author, message: str) -> str | None
         timeout=120,
     )
     if not result.ok:
-        raise SandboxError(f"committing the turn failed: {result.stderr.strip()[-400:]}")
+        raise SandboxError(f"committing the changes failed: {result.stderr.strip()[-400:]}")
     out = result.stdout.strip().splitlines()
     return None if not out or out[-1] == "NOCHANGE" else out[-1]
 
