@@ -26,6 +26,15 @@ def sign(body: bytes, secret: str = SECRET) -> str:
 
 
 @pytest.fixture
+def publishing(settings, ready_repo):
+    """`widgets` (a local repository) with automatic pull requests on."""
+    settings.AUTO_PULL_REQUEST = True
+    # A non-bare upstream with `main` checked out accepts pushes to it, like a bare one.
+    ready_repo.upstream.git("config", "receive.denyCurrentBranch", "updateInstead")
+    return ready_repo
+
+
+@pytest.fixture
 def deliver(client, settings):
     """POST a payload to /webhooks/github/ as GitHub does (signed unless told otherwise)."""
     settings.GITHUB_WEBHOOK_SECRET = SECRET

@@ -13,9 +13,7 @@ AGENT = 'printf "hello $INSPECT_PROMPT\\n" > greeting.txt'
 
 
 @pytest.fixture
-def pull_request(settings, ready_repo, create_session):
-    settings.AUTO_PULL_REQUEST = True
-    ready_repo.upstream.git("config", "receive.denyCurrentBranch", "updateInstead")
+def pull_request(publishing, create_session):
     code, summary, err = create_session("--prompt", "add a greeting", "--agent-command", AGENT,
                                         "--inline", "--as", "engineer")  # fmt: skip
     assert code == 0, err

@@ -12,13 +12,6 @@ pytestmark = pytest.mark.django_db
 AGENT = 'printf "hello\\n" > greeting.txt'
 
 
-@pytest.fixture
-def publishing(settings, ready_repo):
-    settings.AUTO_PULL_REQUEST = True
-    ready_repo.upstream.git("config", "receive.denyCurrentBranch", "updateInstead")
-    return ready_repo
-
-
 def test_recorded_hand_edits_are_pushed_to_the_open_pull_request(publishing, create_session, team):
     code, summary, err = create_session("--prompt", "add a greeting", "--agent-command", AGENT,
                                         "--inline", "--as", "engineer")  # fmt: skip

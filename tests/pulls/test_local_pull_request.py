@@ -13,14 +13,6 @@ pytestmark = pytest.mark.django_db
 AGENT = 'printf "hello from $INSPECT_AUTHOR\\n" > greeting.txt'
 
 
-@pytest.fixture
-def publishing(settings, ready_repo):
-    settings.AUTO_PULL_REQUEST = True
-    # A non-bare upstream with `main` checked out accepts pushes to it, like a bare one.
-    ready_repo.upstream.git("config", "receive.denyCurrentBranch", "updateInstead")
-    return ready_repo
-
-
 def test_a_turn_opens_one_pull_request_and_later_turns_push_to_its_branch(
     publishing, create_session, inspect_cli
 ):

@@ -14,9 +14,7 @@ AGENT = 'printf "hello\\n" > greeting.txt'
 
 
 @pytest.fixture
-def merged(settings, ready_repo, create_session, team):
-    settings.AUTO_PULL_REQUEST = True
-    ready_repo.upstream.git("config", "receive.denyCurrentBranch", "updateInstead")
+def merged(publishing, create_session, team):
     code, summary, err = create_session("--prompt", "add a greeting", "--agent-command", AGENT,
                                         "--inline", "--as", "engineer")  # fmt: skip
     assert code == 0, err

@@ -16,17 +16,15 @@ TOKEN = "tok-" + random.token_hex(16)
 
 
 @pytest.fixture
-def publishing(settings, ready_repo, team):
-    settings.AUTO_PULL_REQUEST = True
+def with_secret(publishing, settings, team):
     settings.SECRETS_KEY = Fernet.generate_key().decode()
-    ready_repo.upstream.git("config", "receive.denyCurrentBranch", "updateInstead")
-    secret_set(repository=ready_repo, name="DEPLOY_TOKEN", value=TOKEN,
+    secret_set(repository=publishing, name="DEPLOY_TOKEN", value=TOKEN,
                scope=RepositorySecret.Scope.AGENT, by=team.admin)  # fmt: skip
-    return ready_repo
+    return publishing
 
 
 def test_a_change_holding_a_secret_is_not_pushed_and_the_session_says_why(
-    publishing, create_session, inspect_cli
+    with_secret, create_session, inspect_cli
 ):
     leak = (
         'if [ "$INSPECT_PROMPT" = "drop it" ]; then echo "token=" > settings.ini; '
@@ -41,7 +39,7 @@ def test_a_change_holding_a_secret_is_not_pushed_and_the_session_says_why(
     error = Event.objects.get(session_id=summary["id"], kind="error", payload__phase="publish")
     assert "contain the value of the repository secret DEPLOY_TOKEN" in error.payload["message"]
     assert TOKEN not in str(error.payload)
-    assert "inspect/" not in publishing.upstream.git("branch", "--list", "--all")
+    assert "inspect/" not in with_secret.upstream.git("branch", "--list", "--all")
 
     # Overwriting the value in a later turn is not enough: the first commit still holds it.
     code, out, err = inspect_cli("session", "prompt", str(summary["id"]), "drop it", "--inline")
@@ -49,13 +47,13 @@ def test_a_change_holding_a_secret_is_not_pushed_and_the_session_says_why(
     assert Session.objects.get(pk=summary["id"]).diff_stats["files"] == 1
     assert Event.objects.filter(session_id=summary["id"], kind="error").count() == 2
     assert not PullRequest.objects.filter(session_id=summary["id"]).exists()
-    assert "inspect/" not in publishing.upstream.git("branch", "--list", "--all")
+    assert "inspect/" not in with_secret.upstream.git("branch", "--list", "--all")
 
 
-def test_a_change_without_the_secret_is_published(publishing, create_session):
+def test_a_change_without_the_secret_is_published(with_secret, create_session):
     safe = 'test -n "$DEPLOY_TOKEN" && echo "token length ${#DEPLOY_TOKEN}" > settings.ini'
     code, summary, err = create_session("--prompt", "write the settings", "--agent-command", safe,
                                         "--inline", "--as", "engineer")  # fmt: skip
     assert code == 0, err
     pr = PullRequest.objects.get(session_id=summary["id"])
-    assert publishing.upstream.git("show", f"{pr.branch}:settings.ini") == "token length 36\n"
+    assert with_secret.upstream.git("show", f"{pr.branch}:settings.ini") == "token length 36\n"
