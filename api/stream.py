@@ -3,8 +3,9 @@
 `GET /api/sessions/<id>/events/stream/` with `Authorization: Bearer …` (or a single-use
 `?ticket=` from `POST /api/stream-tickets/`, or the browser's session cookie). A token is never
 taken from the address: addresses end up in access logs. Each event is one SSE message: `id:`
-is its seq, `data:` the same JSON object as the events endpoint's. Resume with the standard `Last-Event-ID` header (or
-`?after=`): the stream starts after that seq, so a reconnecting client gets every event once.
+is its seq, `data:` the same JSON object as the events endpoint's. Resume with the standard
+`Last-Event-ID` header (or `?after=`): the stream starts after that seq, so a reconnecting
+client gets every event once.
 Like the websocket, the channel layer only wakes the stream; the rows come from the Event table
 (DESIGN.md invariant 1), and without wake-ups the table is re-read every POLL_SECONDS.
 A comment line (`: keepalive`) goes out when nothing happened for KEEPALIVE_SECONDS.
