@@ -73,6 +73,7 @@ def preview_proxy(request: HttpRequest, pk: int, path: str = "") -> HttpResponse
             body=request.body,
             port=preview_port(preview),
             prefix=prefix,
+            app_url=preview.url,
         )
     except live.PreviewUnavailable as exc:
         if exc.status == 404:
