@@ -70,6 +70,32 @@ def env_list(name: str, default: list[str]) -> list[str]:
     return [item.strip() for item in raw.split(",") if item.strip()]
 
 
+def env_origin(name: str) -> str:
+    """An origin (`https://host[:port]`, nothing after it), normalised; "" when unset."""
+    raw = env_str(name)
+    if not raw:
+        return ""
+    parts = urlsplit(raw)
+    try:
+        port = parts.port
+    except ValueError:
+        raise ConfigError(name, f"{raw!r} has a port that is not a number") from None
+    if parts.scheme not in {"http", "https"} or not parts.hostname:
+        raise ConfigError(name, f"{raw!r} is not an origin like https://preview.example.org")
+    if (
+        parts.username
+        or parts.password
+        or parts.path not in {"", "/"}
+        or parts.query
+        or parts.fragment
+    ):
+        raise ConfigError(
+            name, f"{raw!r} must be an origin only (scheme, host and port), with no path"
+        )
+    host = f"[{parts.hostname}]" if ":" in parts.hostname else parts.hostname
+    return f"{parts.scheme}://{host}" + (f":{port}" if port else "")
+
+
 def path(name: str, default: Path) -> Path:
     return Path(env_str(name) or default).expanduser().resolve()
 

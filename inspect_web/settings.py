@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 from pathlib import Path
+from urllib.parse import urlsplit
 
 from inspect_web import env
 
@@ -13,6 +14,13 @@ SECRET_KEY = env.secret_key(DATA_DIR)
 DEBUG = env.env_bool("DEBUG", False)
 ALLOWED_HOSTS = env.env_list("ALLOWED_HOSTS", ["localhost", "127.0.0.1", "[::1]"])
 CSRF_TRUSTED_ORIGINS = env.env_list("CSRF_TRUSTED_ORIGINS", [])
+# A separate origin that serves only the live preview (recommended in production): the
+# agent-written application then never runs on the dashboard's origin at all.
+PREVIEW_ORIGIN = env.env_origin("INSPECT_PREVIEW_ORIGIN")
+if PREVIEW_ORIGIN and "*" not in ALLOWED_HOSTS:
+    _preview_host = urlsplit(PREVIEW_ORIGIN).hostname or ""
+    ALLOWED_HOSTS.append(f"[{_preview_host}]" if ":" in _preview_host else _preview_host)
+PREVIEW_COOKIE_SECONDS = env.env_int("INSPECT_PREVIEW_COOKIE_SECONDS", 8 * 3600, minimum=60)
 
 # Behind TLS (a proxy terminating HTTPS): secure cookies, HSTS and redirects.
 HTTPS = env.env_bool("INSPECT_HTTPS", False)
@@ -57,6 +65,7 @@ INSTALLED_APPS = [
 ]
 
 MIDDLEWARE = [
+    "sessions.preview_origin.PreviewOriginMiddleware",  # the preview origin serves nothing else
     "django.middleware.security.SecurityMiddleware",
     "whitenoise.middleware.WhiteNoiseMiddleware",
     "django.contrib.sessions.middleware.SessionMiddleware",

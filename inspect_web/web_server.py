@@ -17,9 +17,12 @@ from daphne.cli import CommandLineInterface
 from daphne.server import Server
 
 # Query parameters whose values are credentials, compared case-insensitively after decoding.
-SECRET_PARAMETERS = frozenset({"token", "ticket", "access_token", "api_key", "key", "s"})
-# Values that are credentials whatever their parameter's name: API tokens and stream tickets.
-SECRET_VALUE = re.compile(r"^insp[t]?_", re.IGNORECASE)
+SECRET_PARAMETERS = frozenset(
+    {"token", "ticket", "access_token", "api_key", "key", "s", "inspect_preview_entry"}
+)
+# Values that are credentials whatever their parameter's name: API tokens, stream tickets and
+# preview entry tokens.
+SECRET_VALUE = re.compile(r"^insp[tv]?_", re.IGNORECASE)
 REDACTED = "[redacted]"
 
 

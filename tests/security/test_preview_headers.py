@@ -111,3 +111,72 @@ def test_the_applications_headers_do_not_reach_the_dashboards_origin(hostile_ses
         assert "not followed" in answer.content.decode()
     assert client.get(f"{base}/self-absolute")["Location"] == f"{base}/new?x=1"
     assert client.get(f"{base}/climb")["Location"] == f"{base}/admin/"
+
+
+PREVIEW_HOST = "preview.example.org"
+
+
+@pytest.fixture
+def preview_origin(settings):
+    settings.PREVIEW_ORIGIN = f"https://{PREVIEW_HOST}"
+    settings.ALLOWED_HOSTS = [*settings.ALLOWED_HOSTS, PREVIEW_HOST]
+    return settings.PREVIEW_ORIGIN
+
+
+def on_preview(client: Client, url: str):
+    return client.get(url, HTTP_HOST=PREVIEW_HOST, secure=True)
+
+
+def test_with_a_preview_origin_the_application_runs_only_there(
+    hostile_session, team, preview_origin
+):
+    from snapshots.models import Membership
+
+    base = f"/sessions/{hostile_session.pk}/preview"
+    dashboard = Client()
+    dashboard.force_login(team.engineer)
+    handed = dashboard.get(f"{base}/page?q=1")
+    assert handed.status_code == 302 and b"hello" not in handed.content
+    entry = handed["Location"]
+    assert entry.startswith(f"{preview_origin}{base}/page?q=1&inspect_preview_entry=inspv_")
+
+    browser = Client()  # the preview origin's cookie jar: nothing of the dashboard's
+    entered = on_preview(browser, entry.removeprefix(preview_origin))
+    assert entered.status_code == 302 and entered["Location"] == f"{base}/page?q=1"
+    cookie = entered.cookies["inspect_preview"]
+    assert cookie["path"] == f"{base}/" and cookie["httponly"] and cookie["secure"]
+    assert cookie["samesite"] == "Lax"
+    page = on_preview(browser, f"{base}/")
+    assert page.status_code == 200 and page.content == b"<p>hello</p>"
+    assert page["Content-Security-Policy"].startswith("sandbox ")
+    assert "Set-Cookie" not in page.headers or "stolen" not in page["Set-Cookie"]
+
+    # The entry token is spent; the dashboard's own login means nothing on the preview origin.
+    assert on_preview(Client(), entry.removeprefix(preview_origin)).status_code == 403
+    assert on_preview(dashboard, f"{base}/").status_code == 403
+    # The preview origin serves nothing but previews.
+    for path in ("/", f"/sessions/{hostile_session.pk}/", "/api/me/", "/admin/", "/healthz"):
+        assert on_preview(browser, path).status_code == 404, path
+    # The outsider gets no entry token; a member who leaves loses the preview at once.
+    outsider = Client()
+    outsider.force_login(team.outsider)
+    assert outsider.get(f"{base}/").status_code == 404
+    Membership.objects.filter(user=team.engineer, repository=team.repository).delete()
+    assert on_preview(browser, f"{base}/").status_code == 404
+
+
+def test_a_preview_cookie_opens_only_its_own_sessions_preview(
+    hostile_session, team, preview_origin
+):
+    from sessions import services
+
+    other = services.session_create(
+        repository=team.repository, creator=team.engineer, prompt="y", agent_command="true"
+    )
+    dashboard = Client()
+    dashboard.force_login(team.engineer)
+    entry = dashboard.get(f"/sessions/{hostile_session.pk}/preview/")["Location"]
+    browser = Client()
+    on_preview(browser, entry.removeprefix(preview_origin))
+    assert on_preview(browser, f"/sessions/{hostile_session.pk}/preview/").status_code == 200
+    assert on_preview(browser, f"/sessions/{other.pk}/preview/").status_code == 403
