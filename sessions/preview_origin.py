@@ -29,6 +29,7 @@ from django.contrib.auth import get_user_model
 from django.contrib.auth.models import AnonymousUser
 from django.core import signing
 from django.http import HttpRequest, HttpResponse, HttpResponseRedirect
+from django.utils.encoding import escape_uri_path
 
 from inspect_web.redis_client import get_redis
 
@@ -77,7 +78,7 @@ def entry_url(request: HttpRequest, *, user, session_id: int) -> str:
     get_redis().set(_entry_key(raw), f"{user.pk}:{session_id}", ex=ENTRY_SECONDS)
     query = _query_without_entry(request)
     query.append((ENTRY_PARAMETER, raw))
-    return f"{settings.PREVIEW_ORIGIN}{request.path}?{urlencode(query)}"
+    return f"{settings.PREVIEW_ORIGIN}{escape_uri_path(request.path)}?{urlencode(query)}"
 
 
 def enter(request: HttpRequest, session_id: int) -> HttpResponse:
@@ -98,7 +99,8 @@ def enter(request: HttpRequest, session_id: int) -> HttpResponse:
     if user is None:
         return not_signed_in()
     query = _query_without_entry(request)
-    response = HttpResponseRedirect(request.path + (f"?{urlencode(query)}" if query else ""))
+    clean = escape_uri_path(request.path) + (f"?{urlencode(query)}" if query else "")
+    response = HttpResponseRedirect(clean)
     response.set_cookie(
         COOKIE,
         signing.dumps({"u": user.pk, "s": session_id, "h": _auth_hash(user)}, salt=SALT),

@@ -135,14 +135,14 @@ def test_with_a_preview_origin_the_application_runs_only_there(
     base = f"/sessions/{hostile_session.pk}/preview"
     dashboard = Client()
     dashboard.force_login(team.engineer)
-    handed = dashboard.get(f"{base}/page?q=1")
+    handed = dashboard.get(f"{base}/a%20page?q=1")
     assert handed.status_code == 302 and b"hello" not in handed.content
     entry = handed["Location"]
-    assert entry.startswith(f"{preview_origin}{base}/page?q=1&inspect_preview_entry=inspv_")
+    assert entry.startswith(f"{preview_origin}{base}/a%20page?q=1&inspect_preview_entry=inspv_")
 
     browser = Client()  # the preview origin's cookie jar: nothing of the dashboard's
     entered = on_preview(browser, entry.removeprefix(preview_origin))
-    assert entered.status_code == 302 and entered["Location"] == f"{base}/page?q=1"
+    assert entered.status_code == 302 and entered["Location"] == f"{base}/a%20page?q=1"
     cookie = entered.cookies["inspect_preview"]
     assert cookie["path"] == f"{base}/" and cookie["httponly"] and cookie["secure"]
     assert cookie["samesite"] == "Lax"
