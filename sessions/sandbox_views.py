@@ -46,9 +46,9 @@ def preview_proxy(request: HttpRequest, pk: int, path: str = "") -> HttpResponse
     preview origin (INSPECT_PREVIEW_ORIGIN) it is served there only: the dashboard hands a
     member over with an entry token (sessions.preview_origin)."""
     prefix = f"/sessions/{int(pk)}/preview/"
-    if not request.path.startswith(prefix):
-        return redirect(prefix)
     if settings.PREVIEW_ORIGIN and origin.on_preview_origin(request):
+        if not request.path.startswith(prefix):  # the cookie's path is the prefix
+            return redirect(prefix)
         if origin.ENTRY_PARAMETER in request.GET:
             return origin.enter(request, pk)
         viewer = origin.cookie_user(request.COOKIES, pk)
@@ -61,6 +61,8 @@ def preview_proxy(request: HttpRequest, pk: int, path: str = "") -> HttpResponse
     session = access.get_visible_or_404(
         viewer, Session.objects.select_related("snapshot", "repository"), pk=pk
     )
+    if not request.path.startswith(prefix):
+        return redirect(prefix)
     if settings.PREVIEW_ORIGIN and not origin.on_preview_origin(request):
         return redirect(origin.entry_url(request, user=viewer, session_id=session.pk))
     try:
