@@ -104,3 +104,23 @@ def test_tokens_and_tickets_in_query_strings_stay_out_of_the_access_log(team, to
     assert token[:12] not in text
     for ticket in tickets:
         assert ticket not in text
+
+
+@pytest.mark.parametrize(
+    ("address", "logged"),
+    [
+        ("/api/x/?after=3&token=insp_abc", "/api/x/?after=3&token=[redacted]"),
+        ("/api/x/?%74oken=insp_abc", "/api/x/?token=[redacted]"),  # a percent-encoded name
+        ("/api/x/?TICKET=inspt_abc", "/api/x/?TICKET=[redacted]"),
+        ("/api/x/?t=insp_abc", "/api/x/?t=[redacted]"),  # a token under any name
+        ("/s/1/preview/?inspect_preview_entry=inspv_a&q=1",
+         "/s/1/preview/?inspect_preview_entry=[redacted]&q=1"),
+        ("/sessions/1/screenshots/k.png?s=signature", "/sessions/1/screenshots/k.png?s=[redacted]"),
+        ("/api/x/?after=3", "/api/x/?after=3"),
+        ("/healthz", "/healthz"),
+    ],
+)  # fmt: skip
+def test_the_access_log_redacts_credentials_however_they_are_spelled(address, logged):
+    from inspect_web.web_server import redact_address
+
+    assert redact_address(address) == logged
