@@ -34,13 +34,13 @@ def redact_address(address: str) -> str:
     pairs = parse_qsl(query, keep_blank_values=True)
     if not pairs:  # not key=value pairs: nothing to tell apart, keep none of it
         return f"{path}?{REDACTED}" if query else address
-    kept = [
-        (
-            name,
-            REDACTED if name.lower() in SECRET_PARAMETERS or SECRET_VALUE.match(value) else value,
-        )
-        for name, value in pairs
-    ]
+    kept = []
+    for name, value in pairs:
+        if SECRET_VALUE.match(name):  # "?insp_…" with no "=": the credential is the name
+            name, value = REDACTED, ""
+        elif name.lower() in SECRET_PARAMETERS or SECRET_VALUE.match(value):
+            value = REDACTED
+        kept.append((name, value))
     return f"{path}?{urlencode(kept, safe='[]/:,')}"
 
 

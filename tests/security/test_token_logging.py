@@ -116,6 +116,7 @@ def test_tokens_and_tickets_in_query_strings_stay_out_of_the_access_log(team, to
         ("/s/1/preview/?inspect_preview_entry=inspv_a&q=1",
          "/s/1/preview/?inspect_preview_entry=[redacted]&q=1"),
         ("/sessions/1/screenshots/k.png?s=signature", "/sessions/1/screenshots/k.png?s=[redacted]"),
+        ("/api/x/?insp_abc", "/api/x/?[redacted]="),
         ("/api/x/?after=3", "/api/x/?after=3"),
         ("/healthz", "/healthz"),
     ],
