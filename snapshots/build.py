@@ -15,12 +15,14 @@ import shlex
 import shutil
 import time
 from collections.abc import Callable
+from dataclasses import replace
 from pathlib import Path
 
 from django.conf import settings
 from django.db import transaction
 from django.utils import timezone
 
+from approvals.egress import as_json, egress_for_build
 from inspect_web.redis_client import get_redis
 from sessions.agents.redaction import redact
 from snapshots import mirror
@@ -123,6 +125,12 @@ def _build(repository: Repository, branch: str, build_log: BuildLog) -> Snapshot
         build_log.write(f"checked out {branch} at {snapshot.commit}")
         recipe = load_recipe(workspace, repository.recipe_override)
         snapshot.recipe_source = recipe.source
+        # The recipe asks; the last approved egress decides (a widening waits for a reviewer).
+        egress = egress_for_build(repository, recipe.egress, source=recipe.source)
+        if egress.note:
+            build_log.write(f"egress: {egress.note}")
+        recipe = replace(recipe, egress=egress.policy)
+        snapshot.egress = as_json(egress.policy)
         if recipe.refresh_minutes != repository.refresh_minutes:
             Repository.objects.filter(pk=repository.pk).update(
                 refresh_minutes=recipe.refresh_minutes
