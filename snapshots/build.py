@@ -28,7 +28,8 @@ from sessions.agents.redaction import redact
 from snapshots import mirror
 from snapshots.backends import sandbox_backend
 from snapshots.models import Repository, Snapshot
-from snapshots.recipe import LOCKFILE_PATTERNS, RECIPE_PATH, RecipeError, load_recipe
+from snapshots.recipe import LOCKFILE_PATTERNS, RecipeError, load_recipe, read_recipe_file
+from snapshots.repository_files import lockfile_hashes
 from snapshots.sandbox import Limits, SandboxError
 
 log = logging.getLogger(__name__)
@@ -135,8 +136,9 @@ def _build(repository: Repository, branch: str, build_log: BuildLog) -> Snapshot
             Repository.objects.filter(pk=repository.pk).update(
                 refresh_minutes=recipe.refresh_minutes
             )
-        snapshot.recipe_toml = repository.recipe_override or _read(workspace / RECIPE_PATH)
-        snapshot.lockfile_hashes = mirror.lockfile_hashes(workspace, LOCKFILE_PATTERNS)
+        # Read without following links: a committed link must not make the worker read the host.
+        snapshot.recipe_toml = repository.recipe_override or read_recipe_file(workspace)
+        snapshot.lockfile_hashes = lockfile_hashes(workspace, LOCKFILE_PATTERNS)
         base_ref = backend.snapshot_from_directory(
             str(workspace), labels={"repository": repository.name}
         )
@@ -232,10 +234,6 @@ def _describe(exc: Exception) -> str:
     if isinstance(exc, mirror.MirrorError):
         return f"cannot fetch the repository: {exc}"
     return str(exc)
-
-
-def _read(path: Path) -> str:
-    return path.read_text(errors="replace") if path.is_file() else ""
 
 
 def _measure(tree: Path) -> tuple[int, int]:
