@@ -167,14 +167,19 @@ def _widening_request(
     )
 
 
-def egress_for_build(repository: Repository, asked: NetworkPolicy, *, source: str) -> BuildEgress:
+def egress_for_build(
+    repository: Repository, asked: NetworkPolicy, *, source: str, default_branch: bool = True
+) -> BuildEgress:
     """Decide the egress a snapshot build (and so its sessions) runs with, given what the
-    build's recipe asks for. Narrowing is recorded at once; widening keeps the approved policy
-    and files a `widen_egress` request, unless the repository's approval policy does not gate
-    it (then it is recorded and audited, as the policy allows)."""
+    build's recipe asks for. Narrowing is recorded at once (by a build of the default branch;
+    another branch only narrows its own build); widening keeps the approved policy and files a
+    `widen_egress` request, unless the repository's approval policy does not gate it (then it
+    is recorded and audited, as the policy allows)."""
     approved = approved_egress(repository)
     if asked == approved:
         return BuildEgress(approved)
+    if not widens(approved, asked) and not default_branch:
+        return BuildEgress(asked, f"{source} narrows egress to {describe(asked)} on this branch")
     if not widens(approved, asked):
         _record_approved(repository, asked, before=approved, why=f"{source} narrows it")
         return BuildEgress(

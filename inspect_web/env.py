@@ -97,7 +97,11 @@ def data_dir(default: Path) -> Path:
             if (path / name).exists():
                 (path / name).chmod(0o600)
     except OSError as exc:
-        raise ConfigError("INSPECT_DATA_DIR", f"cannot create {path}: {exc.strerror}") from None
+        raise ConfigError(
+            "INSPECT_DATA_DIR",
+            f"cannot create {path} or make it private (0700): {exc.strerror}; "
+            "run as the user that owns it",
+        ) from None
     if not os.access(path, os.W_OK):
         raise ConfigError("INSPECT_DATA_DIR", f"{path} is not writable by this user")
     return path

@@ -127,7 +127,12 @@ def _build(repository: Repository, branch: str, build_log: BuildLog) -> Snapshot
         recipe = load_recipe(workspace, repository.recipe_override)
         snapshot.recipe_source = recipe.source
         # The recipe asks; the last approved egress decides (a widening waits for a reviewer).
-        egress = egress_for_build(repository, recipe.egress, source=recipe.source)
+        egress = egress_for_build(
+            repository,
+            recipe.egress,
+            source=recipe.source,
+            default_branch=branch == repository.default_branch,
+        )
         if egress.note:
             build_log.write(f"egress: {egress.note}")
         recipe = replace(recipe, egress=egress.policy)

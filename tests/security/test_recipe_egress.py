@@ -153,3 +153,16 @@ def test_the_requester_cannot_approve_a_widening_and_narrowing_applies_at_once(
     widgets.upstream.commit({RECIPE: OPEN}, "open again")
     assert refresh(inspect_cli, widgets).egress["mode"] == "none"
     assert ApprovalRequest.objects.filter(action="widen_egress", state="pending").count() == 1
+
+
+def test_a_branch_that_asks_for_less_narrows_only_its_own_build(inspect_cli, widgets):
+    widgets.approved_egress = {"mode": "allowlist", "domains": ["a.example.org"]}
+    widgets.save()
+    widgets.upstream.git("checkout", "--quiet", "-b", "quiet")
+    widgets.upstream.commit({RECIPE: 'setup = ["echo quiet"]\n'}, "no network here")
+    _, out, err = inspect_cli("snapshot", "refresh", "widgets", "--branch", "quiet", "--json")
+    branch = Snapshot.objects.get(pk=json.loads(out.strip().splitlines()[-1])["id"])
+    assert branch.egress["mode"] == "none", err
+    assert "narrows egress to none on this branch" in branch.log
+    widgets.refresh_from_db()
+    assert widgets.approved_network.domains == ("a.example.org",)
