@@ -104,6 +104,8 @@ def test_a_committed_open_egress_waits_for_a_reviewer(
     page = client.get(reverse("snapshots:list")).content.decode()
     assert "Egress in force" in page and "asks for open" in page
     assert f"approval {pending.pk}" in page
+    detail = client.get(held.get_absolute_url()).content.decode()
+    assert "<dt>Egress</dt><dd>none (the approved egress" in detail
 
     approve(pending, team.reviewer, django_capture_on_commit_callbacks)
     assert queued_refreshes(widgets) == 1
