@@ -8,6 +8,8 @@ from urllib.parse import urlsplit
 from inspect_web import env
 
 BASE_DIR = Path(__file__).resolve().parent.parent
+# Before anything is written: web, workers, beat and manage.py all load these settings.
+env.restrict_umask()
 DATA_DIR = env.data_dir(BASE_DIR / "var")
 
 SECRET_KEY = env.secret_key(DATA_DIR)
@@ -318,7 +320,9 @@ elif GITHUB_OAUTH_CLIENT_ID or GITHUB_OAUTH_CLIENT_SECRET:
         "GitHub login needs both GITHUB_OAUTH_CLIENT_ID and GITHUB_OAUTH_CLIENT_SECRET",
     )
 
-SOCIALACCOUNT_STORE_TOKENS = True  # the PR-opening token of a user who logged in with GitHub
+# The PR-opening token of a user who logged in with GitHub: stored only encrypted, so only when
+# INSPECT_SECRETS_KEY is set (approvals.oauth_tokens).
+SOCIALACCOUNT_STORE_TOKENS = bool(SECRETS_KEY)
 
 # The GitHub App the worker acts as for clone, push, PRs and merges (repositories linked with
 # `inspect github link`). The private key: PEM text, or a path to the PEM file.

@@ -119,7 +119,9 @@ def _stop(children: dict[str, subprocess.Popen], grace: float = 10.0) -> None:
 
 def run() -> int:
     os.environ.setdefault("DJANGO_SETTINGS_MODULE", "inspect_web.settings")
-    from inspect_web.env import ConfigError, env_int, env_str
+    from inspect_web.env import ConfigError, env_int, env_str, restrict_umask
+
+    restrict_umask()  # the children (Redis, daphne, Celery) inherit it
 
     children: dict[str, subprocess.Popen] = {}
     stopping = False

@@ -393,7 +393,10 @@ def _user_github_token(user) -> str | None:
         .order_by("-id")
         .first()
     )
-    if token is None or (token.expires_at and token.expires_at <= datetime.now(UTC)):
+    # Stored encrypted; an empty token is one the secrets key no longer decrypts.
+    if token is None or not token.token:
+        return None
+    if token.expires_at and token.expires_at <= datetime.now(UTC):
         return None
     return token.token
 
