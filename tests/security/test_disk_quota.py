@@ -13,7 +13,7 @@ from pathlib import Path
 
 import pytest
 
-from snapshots.sandbox.base import Limits
+from snapshots.sandbox.base import LimitExceeded, Limits
 
 MB = 1024 * 1024
 QUOTA = 64 * MB
@@ -76,6 +76,9 @@ def test_a_1gb_write_stops_at_the_quota_with_enospc(backend, small_sandbox, path
 
 def test_the_sandbox_is_usable_again_once_the_file_is_deleted(small_sandbox):
     assert small_sandbox.run(WRITE_1GB.format(path="fill.bin"), timeout=120).limit_hit == "disk"
+    with pytest.raises(LimitExceeded) as full:
+        small_sandbox.write_file("more.bin", b"x" * (4 * MB))
+    assert full.value.limit == "disk"
     assert small_sandbox.run("rm fill.bin").ok
     again = small_sandbox.run("dd if=/dev/zero of=again.bin bs=1M count=16 status=none && echo ok")
     assert again.ok and again.stdout == "ok\n" and again.limit_hit is None
@@ -122,3 +125,4 @@ def test_a_turn_that_fills_the_disk_reports_the_disk_limit(
     errors = [e.payload for e in Event.objects.filter(session_id=summary["id"], kind="error")]
     assert any(e.get("limit") == "disk" for e in errors), errors
     assert any("disk" in e["message"] for e in errors), errors
+    assert summary["state"] == "idle"  # the turn still ends normally; the work is kept
