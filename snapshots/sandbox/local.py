@@ -762,6 +762,7 @@ class LocalBackend(SandboxBackend):
                 limits.disk_bytes,
                 self.uid,
                 self.gid,
+                templates=self.root / "disk-templates",
             )
             state["disk"] = str(disk.root)
             state["private_dirs"] = {
