@@ -125,3 +125,23 @@ def test_a_turn_that_fills_the_disk_reports_the_disk_limit(
     assert any(e.get("limit") == "disk" for e in errors), errors
     assert any("disk" in e["message"] for e in errors), errors
     assert summary["state"] == "idle"  # the turn still ends normally; the work is kept
+
+
+@pytest.mark.django_db
+def test_a_snapshot_build_that_fills_the_disk_fails_saying_so(
+    settings, monkeypatch, team, inspect_cli, make_git_repo
+):
+    from snapshots import backends
+    from snapshots.models import Snapshot
+
+    monkeypatch.setattr(backends, "_backends", {})
+    settings.SANDBOX_DISK_BYTES = QUOTA
+    recipe = f'setup = ["{WRITE_1GB.format(path="fill.bin")}"]\n'
+    upstream = make_git_repo(files={"README.md": "# w\n", ".inspect/environment.toml": recipe})
+    team.repository.url = str(upstream.path)
+    team.repository.save()
+    inspect_cli("snapshot", "refresh", "widgets", "--json")
+    snapshot = Snapshot.objects.get(repository=team.repository)
+    assert snapshot.state == Snapshot.State.FAILED
+    assert "hit its disk limit" in snapshot.error
+    assert "No space left on device" in snapshot.log
