@@ -300,10 +300,7 @@ class LocalSandbox(Sandbox):
 
     def _disk_full(self) -> bool:
         disk = self.state.get("disk")
-        return (
-            bool(disk)
-            and quota.SandboxDisk(Path(disk), self.state["limits"]["disk_bytes"]).is_full()
-        )
+        return bool(disk) and quota.is_full(Path(disk), self.state["limits"]["disk_bytes"])
 
     def _connect(self) -> socket.socket:
         path, dirfd = protocol.unix_path(Path(self.state.get("ctl") or self.dir / "ctl.sock"))

@@ -229,16 +229,6 @@ class SandboxDisk:
             (root / name).chmod(0o755)
         return cls(root, size_bytes)
 
-    def is_full(self) -> bool:
-        """True when the filesystem is (nearly) out of blocks or inodes: a command that failed
-        now most likely failed on ENOSPC."""
-        try:
-            st = os.statvfs(self.root)
-        except OSError:
-            return False
-        free = st.f_bavail * st.f_frsize
-        return free < max(1024**2, self.size_bytes // 100) or st.f_favail == 0
-
     @staticmethod
     def release(image: Path, root: Path) -> None:
         """Unmount (lazily if still busy) and delete the image. Idempotent."""
@@ -247,3 +237,14 @@ class SandboxDisk:
             root.rmdir()
         with contextlib.suppress(FileNotFoundError):
             image.unlink()
+
+
+def is_full(root: Path, size_bytes: int) -> bool:
+    """True when the quota filesystem at ``root`` is (nearly) out of blocks or inodes: a
+    command that failed now most likely failed on ENOSPC."""
+    try:
+        st = os.statvfs(root)
+    except OSError:
+        return False
+    free = st.f_bavail * st.f_frsize
+    return free < max(1024**2, size_bytes // 100) or st.f_favail == 0
