@@ -21,7 +21,7 @@ from django.conf import settings
 from django.db import transaction
 
 from approvals.models import RepositorySecret
-from sessions.agents.redaction import MIN_SECRET_LENGTH, redact
+from sessions.agents.redaction import MIN_SECRET_LENGTH, Redactor, redact
 
 log = logging.getLogger(__name__)
 
@@ -190,16 +190,16 @@ def secret_values(repository_id: int) -> list[str]:
 
 
 def secrets_found_in(repository, text: str) -> list[str]:
-    """The names of the repository's secrets whose values appear in `text` (what is about to
-    leave the platform, such as the commits of a pull request). SecretsUnavailable if the
-    repository has secrets and no key works."""
+    """The names of the repository's secrets whose values appear in `text`, plain or encoded
+    (what is about to leave the platform, such as the commits of a pull request).
+    SecretsUnavailable if the repository has secrets and no key works."""
     rows = list(RepositorySecret.objects.filter(repository=repository).select_related("repository"))
     if not rows:
         return []
     return sorted(
         name
         for name, value in _decrypt(rows).items()
-        if len(value) >= MIN_SECRET_LENGTH and value in text
+        if len(value) >= MIN_SECRET_LENGTH and Redactor.for_secrets((value,)).found_in(text)
     )
 
 

@@ -148,6 +148,8 @@ CELERY_TIMEZONE = "UTC"
 SANDBOX_BACKEND = env.env_choice("INSPECT_SANDBOX_BACKEND", ["local", "modal"], "local")
 SANDBOX_RUNTIME = env.env_choice("INSPECT_SANDBOX_RUNTIME", ["bwrap", "runsc"], "bwrap")
 SANDBOX_ROOT = env.path("INSPECT_SANDBOX_ROOT", DATA_DIR / "sandbox")
+# Disk quota of one local sandbox (workspace changes, /tmp, /var/tmp together); 0 turns it off.
+SANDBOX_DISK_BYTES = env.env_int("INSPECT_SANDBOX_DISK_BYTES", 8 * 1024**3, minimum=0)
 MODAL_TOKEN_ID = env.env_str("MODAL_TOKEN_ID")
 MODAL_TOKEN_SECRET = env.env_str("MODAL_TOKEN_SECRET")
 MODAL_APP_NAME = env.env_str("INSPECT_MODAL_APP", "inspect-web")

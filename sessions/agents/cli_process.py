@@ -138,7 +138,11 @@ class CliAgent(AgentRuntime):
             yield AgentEvent("error", {"message": over[1], "limit": over[0]})
         elif result.limit_hit:
             yield AgentEvent(
-                "error", {"message": f"{self.label} hit the sandbox's {result.limit_hit} limit"}
+                "error",
+                {
+                    "message": f"{self.label} hit the sandbox's {result.limit_hit} limit",
+                    "limit": result.limit_hit,
+                },
             )
         elif result.exit_code != 0 and not parser.error_reported:
             yield AgentEvent(

@@ -73,7 +73,13 @@ class CommandAgent(AgentRuntime):
             yield AgentEvent("done", {"stopped": True, "exit_code": result.exit_code})
             return
         if result.limit_hit:
-            yield AgentEvent("error", {"message": f"the agent hit its {result.limit_hit} limit"})
+            yield AgentEvent(
+                "error",
+                {
+                    "message": f"the agent hit its {result.limit_hit} limit",
+                    "limit": result.limit_hit,
+                },
+            )
         elif result.exit_code != 0:
             yield AgentEvent(
                 "error", {"message": f"the agent command exited with status {result.exit_code}"}

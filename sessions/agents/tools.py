@@ -466,6 +466,7 @@ class Toolbox:
                 "exit_code": result.exit_code,
                 "duration_ms": round((time.monotonic() - started) * 1000, 1),
                 "timed_out": result.timed_out,
+                "limit_hit": result.limit_hit,
             },
         )
 

@@ -32,7 +32,7 @@ WORKSPACE = "/workspace"
 
 StreamName = Literal["stdout", "stderr"]
 NetworkMode = Literal["none", "allowlist", "open"]
-LimitName = Literal["wall_time", "memory", "pids"]
+LimitName = Literal["wall_time", "memory", "pids", "disk"]
 
 
 # --------------------------------------------------------------------------------------------
@@ -147,6 +147,11 @@ class Limits:
     * ``pids``: number of processes/threads in the whole sandbox.
     * ``cpus``: CPU bandwidth in cores (``0.5`` = half a core).
     * ``lifetime_seconds``: the sandbox terminates itself after this long, even unattended.
+    * ``disk_bytes``: what the sandbox may write, all places together (workspace changes,
+      ``/tmp``, ``/var/tmp``); a write past it fails with ENOSPC and the command reports
+      ``limit_hit='disk'``. ``None`` takes the backend's default (the platform's local backend:
+      ``INSPECT_SANDBOX_DISK_BYTES``); ``0`` turns the quota off. Modal applies its own disk
+      limits and ignores it.
     """
 
     wall_seconds: float | None = 3600.0
@@ -154,6 +159,7 @@ class Limits:
     pids: int | None = 1024
     cpus: float | None = None
     lifetime_seconds: float | None = 24 * 3600.0
+    disk_bytes: int | None = None
 
     def exec_timeout(self, timeout: float | None) -> float | None:
         """The effective timeout of one exec given its own requested ``timeout``."""
@@ -177,7 +183,8 @@ class ExecResult:
     """How a command ended.
 
     ``exit_code`` follows the shell convention: a process killed by signal N reports 128+N.
-    ``limit_hit`` names the limit that killed or starved it ('wall_time', 'memory', 'pids').
+    ``limit_hit`` names the limit that killed or starved it ('wall_time', 'memory', 'pids',
+    'disk').
     ``output`` is filled by :meth:`Sandbox.run` (and by ``ExecHandle.wait`` if the handle
     buffered lines nobody iterated).
     """

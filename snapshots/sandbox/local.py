@@ -17,6 +17,7 @@ even a namespace escape lands as a nobody; the host never follows sandbox-made s
 from __future__ import annotations
 
 import contextlib
+import dataclasses
 import hashlib
 import json
 import logging
@@ -34,7 +35,7 @@ from collections.abc import Iterator, Mapping, Sequence
 from pathlib import Path
 from typing import Any
 
-from snapshots.sandbox import protocol
+from snapshots.sandbox import protocol, quota
 from snapshots.sandbox.base import (
     WORKSPACE,
     BackendUnavailable,
@@ -198,6 +199,8 @@ class LocalExecHandle(ExecHandle):
             limit = "memory"
         elif forks1 > forks0 and code != 0:
             limit = "pids"
+        elif code != 0 and self._sandbox._disk_full():
+            limit = "disk"
         self._result = ExecResult(code, duration, timed_out=timed_out, limit_hit=limit)
 
     _gone = False
@@ -295,6 +298,10 @@ class LocalSandbox(Sandbox):
     def _counters(self) -> tuple[int, int]:
         return self._cg.counters()
 
+    def _disk_full(self) -> bool:
+        disk = self.state.get("disk")
+        return bool(disk) and quota.is_full(Path(disk), self.state["limits"]["disk_bytes"])
+
     def _connect(self) -> socket.socket:
         path, dirfd = protocol.unix_path(Path(self.state.get("ctl") or self.dir / "ctl.sock"))
         try:
@@ -350,6 +357,12 @@ class LocalSandbox(Sandbox):
             raise NotADirectoryError(f"{path}: not a directory")
         if err == "EACCES":
             raise PermissionError(f"{path}: permission denied in the sandbox")
+        if err in ("ENOSPC", "EDQUOT"):
+            raise LimitExceeded(
+                "disk",
+                f"writing {path} filled the sandbox's disk quota; delete files or raise "
+                "Limits.disk_bytes (INSPECT_SANDBOX_DISK_BYTES)",
+            )
         raise SandboxError(f"sandbox {self.id}: {req.get('op')} failed: {msg or err}")
 
     # -- commands -------------------------------------------------------------------------
@@ -473,6 +486,7 @@ class LocalBackend(SandboxBackend):
     isolation, slower start). ``sandbox_uid``: unprivileged host uid sandboxes run as.
     ``force_copy``: skip overlayfs and copy snapshots (what happens where overlay is missing).
     ``egress_hosts``: name -> address overrides for the allowlist proxy (tests, split DNS).
+    ``disk_bytes``: the disk quota of a sandbox whose ``Limits.disk_bytes`` is None (0: none).
     """
 
     def __init__(
@@ -485,6 +499,7 @@ class LocalBackend(SandboxBackend):
         force_copy: bool = False,
         egress_hosts: Mapping[str, str] | None = None,
         mount_base: Path | str | None = None,
+        disk_bytes: int = quota.DEFAULT_DISK_BYTES,
     ) -> None:
         if runtime not in ("bwrap", "runsc"):
             raise ValueError(f"unknown runtime {runtime!r} (expected 'bwrap' or 'runsc')")
@@ -493,6 +508,8 @@ class LocalBackend(SandboxBackend):
         self.root = Path(root).absolute()
         self.uid = self.gid = sandbox_uid
         self.egress_hosts = dict(egress_hosts or {})
+        self.disk_bytes = disk_bytes
+        self.quota_problem = quota.problem()
         self.root.mkdir(parents=True, exist_ok=True)
         self.store = LayerStore(self.root, self.uid, self.gid, max_depth=max_layers)
         self.sandboxes_dir = self.root / "sandboxes"
@@ -597,10 +614,11 @@ class LocalBackend(SandboxBackend):
         frozen = sb._cg.freeze()  # a consistent point in time
         try:
             if st["mode"] == "overlay":
-                new = self.store.layer_from_upper(sb.dir / "upper")
+                new = self.store.layer_from_upper(Path(st.get("upper") or sb.dir / "upper"))
                 layers = st["layers"] + ([new] if new else [])
             else:
-                layers = [self.store.layer_from_dir(sb.dir / "copy", chown=False)]
+                copy = Path(st.get("copy") or sb.dir / "copy")
+                layers = [self.store.layer_from_dir(copy, chown=False)]
         finally:
             if frozen:
                 sb._cg.thaw()
@@ -687,6 +705,15 @@ class LocalBackend(SandboxBackend):
             raise ValueError(f"invalid sandbox id {sandbox_id!r}")
         network = network or NetworkPolicy()
         limits = limits or Limits()
+        if limits.disk_bytes is None:
+            limits = dataclasses.replace(limits, disk_bytes=self.disk_bytes)
+        if limits.disk_bytes and self.quota_problem:
+            # Never a silent fallback to writing on the host's disk without a bound.
+            raise BackendUnavailable(
+                f"{self.name} cannot enforce the sandbox disk quota here: {self.quota_problem}; "
+                "fix that, or set INSPECT_SANDBOX_DISK_BYTES=0 (Limits.disk_bytes=0) to run "
+                "sandboxes without one"
+            )
         layers = self._layers_of(snapshot)
         sdir = self.sandboxes_dir / sandbox_id
         try:
@@ -704,7 +731,7 @@ class LocalBackend(SandboxBackend):
             "created": time.time(),
         }
         try:
-            self._prepare_workspace(sdir, layers, state)
+            self._prepare_workspace(sdir, layers, state, limits)
             self._spawn(sdir, state, network, dict(env or {}), limits)
         except BaseException:
             self._destroy(sandbox_id)
@@ -716,26 +743,46 @@ class LocalBackend(SandboxBackend):
             os.rename(tmp, final)
         return LocalSandbox(self, sandbox_id, state)
 
-    def _prepare_workspace(self, sdir: Path, layers: list[str], state: dict[str, Any]) -> None:
+    def _prepare_workspace(
+        self, sdir: Path, layers: list[str], state: dict[str, Any], limits: Limits
+    ) -> None:
         merged = self.mount_base / state["id"]
         merged.mkdir(exist_ok=True)
         run_dir = self.mount_base / f"{state['id']}.run"
         run_dir.mkdir(exist_ok=True)
         run_dir.chmod(0o755)  # explicit: platform processes run under umask 077
         state["workspace"] = str(merged)
+        # Everything the sandbox can write lives on its quota filesystem (quota.py).
+        writable = sdir
+        if limits.disk_bytes:
+            disk = quota.SandboxDisk.create(
+                sdir / "disk.img",
+                self.mount_base / f"{state['id']}.disk",
+                limits.disk_bytes,
+                self.uid,
+                self.gid,
+                templates=self.root / "disk-templates",
+            )
+            state["disk"] = str(disk.root)
+            state["private_dirs"] = {
+                inside: str(disk.root / name) for name, inside in quota.PRIVATE_DIRS.items()
+            }
+            writable = disk.root
         if self.overlay_problem is None:
-            upper, work = sdir / "upper", sdir / "work"
-            upper.mkdir()
-            work.mkdir()
+            upper, work = writable / quota.UPPER, writable / quota.WORK
+            upper.mkdir(exist_ok=True)
+            work.mkdir(exist_ok=True)
             # overlayfs takes the root dir's owner from upper: make the workspace ours.
             os.chown(upper, self.uid, self.gid)
             upper.chmod(0o755)
             self.store.mount(layers, upper, work, merged)
             state["mode"] = "overlay"
+            state["upper"] = str(upper)
         else:
             if len(layers) > 1:
                 layers[:] = [self.store.flatten(layers)]
-            copy = sdir / "copy"
+            copy = writable / quota.COPY
+            state["copy"] = str(copy)
             copy_tree(self.store.layer_path(layers[0]), copy)
             os.chown(copy, self.uid, self.gid)
             bind_mount(copy, merged)
@@ -845,11 +892,8 @@ class LocalBackend(SandboxBackend):
             "--dev",
             "/dev",
             "--tmpfs",
-            "/tmp",
-            "--tmpfs",
             "/run",
-            "--tmpfs",
-            "/var/tmp",
+            *_private_dir_args(state),
             "--dir",
             "/run/inspect",
             "--bind",
@@ -1010,6 +1054,9 @@ class LocalBackend(SandboxBackend):
             umount(merged)
         with contextlib.suppress(OSError):
             merged.rmdir()
+        disk = self.mount_base / f"{sandbox_id}.disk"
+        if disk.exists():
+            quota.SandboxDisk.release(sdir / "disk.img", disk)
         shutil.rmtree(self.mount_base / f"{sandbox_id}.run", ignore_errors=True)
         with contextlib.suppress(FileNotFoundError):
             (self.mount_base / f"{sandbox_id}.state.json").unlink()
@@ -1055,8 +1102,26 @@ class LocalBackend(SandboxBackend):
                 "(kvm hangs on this machine's 2022 build)"
             )
             lines += [f"runsc known issue: {issue}" for issue in runsc.known_issues()]
+        if not self.disk_bytes:
+            lines.append("disk quota: OFF (INSPECT_SANDBOX_DISK_BYTES=0)")
+        elif self.quota_problem:
+            lines.append(f"disk quota: UNAVAILABLE, sandboxes will not start: {self.quota_problem}")
+        else:
+            lines.append(
+                f"disk quota: {self.disk_bytes} bytes per sandbox by default "
+                "(a loop-mounted ext4 image holding its upper dir, /tmp and /var/tmp)"
+            )
         lines.append(f"sandbox uid: {self.uid}")
         return lines
+
+
+def _private_dir_args(state: dict[str, Any]) -> list[str]:
+    """bwrap options for /tmp and /var/tmp: dirs on the sandbox's quota filesystem, or (with
+    the quota off) tmpfs, bounded by the memory limit only."""
+    private = state.get("private_dirs")
+    if not private:
+        return ["--tmpfs", "/tmp", "--tmpfs", "/var/tmp"]
+    return [arg for inside, src in private.items() for arg in ("--bind", src, inside)]
 
 
 def init_payload(config: dict[str, Any]) -> bytes:

@@ -190,9 +190,25 @@ def _spec(
             "source": str(run_dir),
             "options": ["rbind", "rw"],
         },
-        {"destination": "/tmp", "type": "tmpfs", "source": "tmpfs", "options": ["mode=1777"]},
-        {"destination": "/var/tmp", "type": "tmpfs", "source": "tmpfs", "options": ["mode=1777"]},
     ]
+    # /tmp and /var/tmp: dirs on the sandbox's quota filesystem (quota.py), like the workspace's
+    # upper dir; sentry tmpfs (memory, bounded by the memory limit only) when the quota is off.
+    private = state.get("private_dirs") or {}
+    for inside in ("/tmp", "/var/tmp"):
+        if inside in private:
+            mounts.append(
+                {"destination": inside, "type": "bind", "source": private[inside],
+                 "options": ["rbind", "rw"]}
+            )  # fmt: skip
+        else:
+            mounts.append(
+                {
+                    "destination": inside,
+                    "type": "tmpfs",
+                    "source": "tmpfs",
+                    "options": ["mode=1777"],
+                }
+            )
     if network.mode == "open":
         for name in ("resolv.conf", "hosts"):
             if Path("/etc", name).exists():
