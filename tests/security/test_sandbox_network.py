@@ -14,7 +14,7 @@ from collections.abc import Iterator
 import pytest
 
 from snapshots.sandbox.base import Limits, NetworkPolicy, Sandbox
-from tests.security.nethosts import net_host
+from tests.nethosts import net_host
 
 RUNTIMES = ["bwrap", "runsc"]
 

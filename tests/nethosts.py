@@ -15,13 +15,15 @@ from collections.abc import Iterator
 from contextlib import contextmanager
 from dataclasses import dataclass
 
-# Answers every connection with a banner naming the host, then echoes the first bytes it got
-# (the first 200 characters of it), so a test can tell what reached the upstream.
+# Answers every connection with a banner naming the host and the first bytes it got (200 at
+# most, as an HTTP response if they were a GET), so a test can tell what reached the upstream.
 SERVER = r"""
 import socket, sys, threading
-addr, port, banner = sys.argv[1], int(sys.argv[2]), sys.argv[3].encode()
-srv = socket.socket(); srv.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
-srv.bind((addr, port)); srv.listen(16)
+addr, banner, ports = sys.argv[1], sys.argv[2].encode(), sys.argv[3:]
+servers = []
+for port in ports:
+    srv = socket.socket(); srv.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
+    srv.bind((addr, int(port))); srv.listen(16); servers.append(srv)
 print("ready", flush=True)
 def serve(c):
     c.settimeout(5)
@@ -31,12 +33,19 @@ def serve(c):
             data = c.recv(4096)
         except OSError:
             pass
-        c.sendall(banner + b" got:" + data[:200])
+        body = banner + b" got:" + data[:200]
+        if data.startswith(b"GET "):  # speak HTTP to HTTP clients
+            body = b"HTTP/1.0 200 OK\r\nContent-Length: %d\r\n\r\n%s" % (len(body), body)
+        c.sendall(body)
     finally:
         c.close()
-while True:
-    c, _ = srv.accept()
-    threading.Thread(target=serve, args=(c,), daemon=True).start()
+def accept(srv):
+    while True:
+        c, _ = srv.accept()
+        threading.Thread(target=serve, args=(c,), daemon=True).start()
+for srv in servers[1:]:
+    threading.Thread(target=accept, args=(srv,), daemon=True).start()
+accept(servers[0])
 """
 
 
@@ -45,13 +54,16 @@ class NetHost:
     name: str
     address: str  # the test host's address, inside its namespace
     host_side: str  # the address of the veth end on this machine
-    port: int
+    port: int  # the first of its ports
     banner: str
 
 
 @contextmanager
-def net_host(tag: str, network: str, *, port: int, banner: str) -> Iterator[NetHost]:
-    """A namespace ``network``.2 with a TCP server on ``port``, routed from the host via veth.
+def net_host(
+    tag: str, network: str, *, port: int, banner: str, more_ports: tuple[int, ...] = ()
+) -> Iterator[NetHost]:
+    """A namespace ``network``.2 with a TCP server on ``port`` (and ``more_ports``), routed
+    from the host via veth.
 
     ``network`` is the first three octets of a /30, e.g. "10.250.7".
     """
@@ -75,7 +87,8 @@ def net_host(tag: str, network: str, *, port: int, banner: str) -> Iterator[NetH
         ip("-n", ns, "link", "set", "lo", "up")
         ip("-n", ns, "route", "add", "default", "via", host_side)
         server = subprocess.Popen(
-            ["ip", "netns", "exec", ns, sys.executable, "-c", SERVER, addr, str(port), banner],
+            ["ip", "netns", "exec", ns, sys.executable, "-c", SERVER, addr, banner]
+            + [str(p) for p in (port, *more_ports)],
             stdout=subprocess.PIPE,
             stderr=subprocess.DEVNULL,
         )
