@@ -26,7 +26,12 @@ def _build(name: str) -> SandboxBackend:
         from snapshots.sandbox.local import LocalBackend
 
         runtime = name.removeprefix("local-") if name != "local" else settings.SANDBOX_RUNTIME
-        return LocalBackend(root=settings.SANDBOX_ROOT, runtime=runtime)
+        return LocalBackend(
+            root=settings.SANDBOX_ROOT,
+            runtime=runtime,
+            egress_exceptions=settings.EGRESS_EXCEPTIONS,
+            egress_deny=settings.EGRESS_DENY,
+        )
     if name == "modal":
         if not (settings.MODAL_TOKEN_ID and settings.MODAL_TOKEN_SECRET):
             raise BackendUnavailable(
