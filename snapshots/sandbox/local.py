@@ -444,6 +444,20 @@ class LocalSandbox(Sandbox):
         sock.close()
         return [FileInfo(**e) for e in reply["entries"]]
 
+    def egress_refusals(self, after: int = 0) -> list[dict[str, Any]]:
+        """The allowlist proxy's ``refused {json}`` lines (egress.log); NAT refusals of
+        ``open`` sandboxes happen in the host's nftables table and are not listed."""
+        try:
+            text = (self.dir / "egress.log").read_text(errors="replace")
+        except OSError:
+            return []
+        out = []
+        for line in text.splitlines():
+            if line.startswith("refused "):
+                with contextlib.suppress(ValueError):
+                    out.append(json.loads(line.removeprefix("refused ")))
+        return out[after:]
+
     # -- lifecycle ------------------------------------------------------------------------
 
     def is_alive(self) -> bool:

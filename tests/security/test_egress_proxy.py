@@ -5,8 +5,6 @@ Runs on bubblewrap and gVisor, against test hosts in network namespaces the test
 
 from __future__ import annotations
 
-import json
-
 import pytest
 
 from snapshots.sandbox.base import Limits, NetworkPolicy
@@ -105,8 +103,8 @@ def proxied(runtime, internet_host, private_host, tmp_path_factory):
 
 
 def refusals(sb) -> list[dict]:
-    log = (sb.dir / "egress.log").read_text()
-    return [json.loads(ln.split(" ", 1)[1]) for ln in log.splitlines() if ln.startswith("refused ")]
+    """What the worker turns into ``egress_refused`` events (and build-log lines)."""
+    return sb.egress_refusals()
 
 
 def test_control_an_allowed_name_works(proxied):
