@@ -818,8 +818,9 @@ class LocalBackend(SandboxBackend):
             runsc.spawn(self, sdir, state, network, config, cg)
 
     def _require_egress_firewall(self, sandbox_id: str, mode: str) -> None:
-        """Load the host deny-list table once per backend; a sandbox that would reach out
-        without it is refused, naming what is missing (never the host's network instead)."""
+        """Load the host deny-list table once per backend (the table of a ``nat_gid`` holds
+        one configuration: the last backend to load it wins). An ``open`` sandbox that would
+        reach out without it is refused, naming what is missing (never the host's network)."""
         if self._firewall_loaded:
             return
         problem = netns.nat_problem() if mode == "open" else None
@@ -828,6 +829,14 @@ class LocalBackend(SandboxBackend):
                 netns.install_firewall(self.nat_gid, self.egress_deny, self.egress_exceptions)
             except (OSError, RuntimeError) as exc:
                 problem = str(exc)
+        if problem is not None and mode == "allowlist":
+            # The proxy checks every address itself; the table is its backstop.
+            log.warning(
+                "egress deny-list table not loaded (%s); allowlist proxies still "
+                "refuse private addresses themselves",
+                problem,
+            )
+            problem = None
         if problem is not None:
             raise SandboxError(
                 f"sandbox {sandbox_id}: egress {mode!r} is unavailable on this machine: "
@@ -982,7 +991,11 @@ class LocalBackend(SandboxBackend):
             try:
                 self._start_nat(sdir, state, pid=child)
             except SandboxError:
-                proc.kill()
+                # Kill before unblocking: an init started now would run without its network.
+                for pid in (child, proc.pid):
+                    with contextlib.suppress(OSError):
+                        os.kill(pid, signal.SIGKILL)
+                os.close(block_w)
                 raise
         # Before the init starts: limits, and (best effort: needs CAP_SYS_RESOURCE) OOM
         # protection for the sandbox's own plumbing; the command shim resets oom_score_adj so
@@ -1111,6 +1124,13 @@ class LocalBackend(SandboxBackend):
                 "(kvm hangs on this machine's 2022 build)"
             )
             lines += [f"runsc known issue: {issue}" for issue in runsc.known_issues()]
+        nat = netns.nat_problem()
+        lines.append(
+            f"egress open: UNAVAILABLE: {nat}"
+            if nat
+            else f"egress open: slirp4netns NAT, deny list in nftables table "
+            f"inspect_egress_{self.nat_gid} ({len(self.egress_exceptions)} operator exceptions)"
+        )
         lines.append(f"sandbox uid: {self.uid}")
         return lines
 

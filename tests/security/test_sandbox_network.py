@@ -149,3 +149,24 @@ def test_open_reaches_an_internet_host_through_nat(open_sandbox):
 def test_open_sandbox_has_its_own_network_namespace(open_sandbox):
     r = open_sandbox.run("cat /proc/net/dev", timeout=30)
     assert "eth0" not in r.stdout, r.stdout
+
+
+def test_open_without_nat_fails_naming_the_missing_feature(backend, monkeypatch, tmp_path):
+    """Never the host's network instead: no NAT, no ``open`` sandbox."""
+    from snapshots.sandbox.base import SandboxError
+    from snapshots.sandbox.local import LocalBackend
+
+    fresh = LocalBackend(tmp_path / "fresh", runtime=backend.runtime)
+    (tmp_path / "tree").mkdir()
+    snap = fresh.snapshot_from_directory(str(tmp_path / "tree"))
+    monkeypatch.setenv("PATH", str(tmp_path / "empty-bin"))  # no slirp4netns to be found
+    with pytest.raises(SandboxError, match="slirp4netns is not installed"):
+        fresh.create(snapshot=snap, network=NetworkPolicy("open"))
+    assert fresh.list_sandboxes() == []
+    monkeypatch.undo()
+    # none still works: it needs no NAT.
+    sb = fresh.create(snapshot=snap, network=NetworkPolicy("none"))
+    try:
+        assert sb.run("true").ok
+    finally:
+        sb.terminate()
