@@ -5,6 +5,8 @@ Runs on bubblewrap and gVisor, against test hosts in network namespaces the test
 
 from __future__ import annotations
 
+import subprocess
+
 import pytest
 
 from snapshots.sandbox.base import Limits, NetworkPolicy
@@ -187,3 +189,4 @@ def test_an_operator_exception_lets_allowlist_and_open_reach_that_address(
         allow.terminate()
         opened.terminate()
         be.reap()
+        subprocess.run(["nft", "delete", "table", "inet", "inspect_egress_100002"], check=False)
