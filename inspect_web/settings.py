@@ -157,6 +157,20 @@ if SANDBOX_BACKEND == "modal" and not (MODAL_TOKEN_ID and MODAL_TOKEN_SECRET):
     raise env.ConfigError(
         "INSPECT_SANDBOX_BACKEND", "'modal' needs MODAL_TOKEN_ID and MODAL_TOKEN_SECRET to be set"
     )
+# Egress of local sandboxes (snapshots/sandbox/netns.py): private addresses the operator lets
+# sandboxes reach, as name=ADDRESS[/PREFIX][:PORTS] entries ("mirror=10.1.2.3:443,
+# models=10.8.0.0/24:8000-8100"; IPv6 in brackets), and networks to refuse on top of loopback,
+# RFC 1918, CGNAT, link-local/metadata, ULA and the host's own addresses.
+try:
+    from snapshots.sandbox import netns  # stdlib only: no Django
+
+    EGRESS_EXCEPTIONS = netns.parse_exceptions(env.env_str("INSPECT_EGRESS_ALLOW_PRIVATE"))
+except ValueError as exc:
+    raise env.ConfigError("INSPECT_EGRESS_ALLOW_PRIVATE", str(exc)) from None
+try:
+    EGRESS_DENY = netns.parse_networks(env.env_str("INSPECT_EGRESS_DENY"))
+except ValueError as exc:
+    raise env.ConfigError("INSPECT_EGRESS_DENY", str(exc)) from None
 SNAPSHOT_KEEP = env.env_int("INSPECT_SNAPSHOT_KEEP", 3, minimum=1)
 SNAPSHOT_SETUP_TIMEOUT = env.env_int("INSPECT_SETUP_TIMEOUT", 1800, minimum=10)
 PREWARM_SECONDS = env.env_int("INSPECT_PREWARM_SECONDS", 120, minimum=5)

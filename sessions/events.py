@@ -48,6 +48,7 @@ KINDS = frozenset(
         "usage",
         "file_edit",
         "terminal",
+        "egress_refused",
     }
 )  # `presence` is broadcast only, never stored
 MAX_PAYLOAD = 64 * 1024

@@ -21,9 +21,9 @@ from sessions import services, states
 from sessions.agents import AgentError, get_runtime, turn_limits
 from sessions.agents.base import EVENT_KIND, Author, Turn
 from sessions.agents.children import SessionChildren
-from sessions.events import EventWriter, append_event, diff_attribution
+from sessions.events import EventWriter, append_event, append_events, diff_attribution
 from sessions.lease import DriverLease
-from sessions.models import Prompt, PullRequest, Session, State
+from sessions.models import Event, Prompt, PullRequest, Session, State
 from sessions.screenshots import capture_turn_screenshots
 from sessions.workspace_git import commit_turn, diff_against, paths_changed_by
 from snapshots import mirror
@@ -213,6 +213,7 @@ class TurnRunner:
             if not stopped:
                 self._verify(sandbox)
                 capture_turn_screenshots(self.session, sandbox, self.prompt)
+            self._report_egress_refusals(sandbox)
             self._snapshot(sandbox)
             self.timings["turn_ms"] = round((time.monotonic() - self.started) * 1000, 2)
             self._save(
@@ -460,8 +461,6 @@ class TurnRunner:
                 )
                 for f in files
             ]
-            from sessions.events import append_events
-
             append_events(self.session.pk, events)
             self._save(
                 diff_stats={
@@ -470,6 +469,21 @@ class TurnRunner:
                     "removed": sum(f.removed for f in files),
                     "paths": [f.path for f in files],
                 }
+            )
+
+    def _report_egress_refusals(self, sandbox: Sandbox) -> None:
+        """One ``egress_refused`` event per refusal of the sandbox's egress since the last."""
+        reported = Event.objects.filter(
+            session=self.session, kind="egress_refused", payload__sandbox=sandbox.id
+        ).count()
+        refusals = sandbox.egress_refusals(after=reported)
+        if refusals:
+            append_events(
+                self.session.pk,
+                [
+                    ("egress_refused", {**r, "sandbox": sandbox.id, "turn": self.prompt.order})
+                    for r in refusals
+                ],
             )
 
     def _verify(self, sandbox: Sandbox) -> None:

@@ -27,7 +27,11 @@ def _build(name: str) -> SandboxBackend:
 
         runtime = name.removeprefix("local-") if name != "local" else settings.SANDBOX_RUNTIME
         return LocalBackend(
-            root=settings.SANDBOX_ROOT, runtime=runtime, disk_bytes=settings.SANDBOX_DISK_BYTES
+            root=settings.SANDBOX_ROOT,
+            runtime=runtime,
+            egress_exceptions=settings.EGRESS_EXCEPTIONS,
+            egress_deny=settings.EGRESS_DENY,
+            disk_bytes=settings.SANDBOX_DISK_BYTES,
         )
     if name == "modal":
         if not (settings.MODAL_TOKEN_ID and settings.MODAL_TOKEN_SECRET):

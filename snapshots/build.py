@@ -160,6 +160,7 @@ def _build(repository: Repository, branch: str, build_log: BuildLog) -> Snapshot
                 limits=Limits(wall_seconds=settings.SNAPSHOT_SETUP_TIMEOUT),
                 labels={"repository": repository.name, "purpose": "snapshot-build"},
             )
+            refused = 0  # egress refusals already in the log
             try:
                 for command in recipe.setup:
                     build_log.write(f"$ {command}")
@@ -168,6 +169,12 @@ def _build(repository: Repository, branch: str, build_log: BuildLog) -> Snapshot
                     for line in handle:
                         build_log.write(line.text)
                     result = handle.wait()
+                    for refusal in sandbox.egress_refusals(after=refused):
+                        refused += 1
+                        build_log.write(
+                            f"egress refused: {refusal.get('host')}:{refusal.get('port')}"
+                            f" ({refusal.get('reason')})"
+                        )
                     if not result.ok:
                         why = f"hit its {result.limit_hit} limit" if result.limit_hit else ""
                         raise BuildFailed(

@@ -1,3 +1,4 @@
+from django.conf import settings
 from django.contrib import messages
 from django.contrib.auth.decorators import login_required
 from django.db import transaction
@@ -33,7 +34,8 @@ def snapshot_list(request: HttpRequest) -> HttpResponse:
                 "egress_requests": widening_requests(repository),
             }
         )
-    return render(request, "snapshots/list.html", {"rows": rows})
+    context = {"rows": rows, "egress_exceptions": settings.EGRESS_EXCEPTIONS}
+    return render(request, "snapshots/list.html", context)
 
 
 @login_required

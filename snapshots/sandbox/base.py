@@ -26,7 +26,7 @@ import time
 from abc import ABC, abstractmethod
 from collections.abc import Iterator, Mapping, Sequence
 from dataclasses import dataclass
-from typing import Literal
+from typing import Any, Literal
 
 WORKSPACE = "/workspace"
 
@@ -406,6 +406,12 @@ class Sandbox(ABC):
     @abstractmethod
     def list_files(self, path: str = "") -> list[FileInfo]:
         """The entries of a directory (not recursive), sorted by name."""
+
+    def egress_refusals(self, after: int = 0) -> list[dict[str, Any]]:
+        """What the backend's egress enforcement refused to this sandbox, oldest first, from
+        the ``after``-th refusal on: dicts with ``host``, ``port``, ``address``, ``reason``.
+        Backends that cannot tell (e.g. Modal) report none."""
+        return []
 
     @abstractmethod
     def snapshot(self) -> SnapshotRef:

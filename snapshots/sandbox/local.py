@@ -35,7 +35,7 @@ from collections.abc import Iterator, Mapping, Sequence
 from pathlib import Path
 from typing import Any
 
-from snapshots.sandbox import protocol, quota
+from snapshots.sandbox import netns, protocol, quota
 from snapshots.sandbox.base import (
     WORKSPACE,
     BackendUnavailable,
@@ -457,6 +457,20 @@ class LocalSandbox(Sandbox):
         sock.close()
         return [FileInfo(**e) for e in reply["entries"]]
 
+    def egress_refusals(self, after: int = 0) -> list[dict[str, Any]]:
+        """The allowlist proxy's ``refused {json}`` lines (egress.log); NAT refusals of
+        ``open`` sandboxes happen in the host's nftables table and are not listed."""
+        try:
+            text = (self.dir / "egress.log").read_text(errors="replace")
+        except OSError:
+            return []
+        out = []
+        for line in text.splitlines():
+            if line.startswith("refused "):
+                with contextlib.suppress(ValueError):
+                    out.append(json.loads(line.removeprefix("refused ")))
+        return out[after:]
+
     # -- lifecycle ------------------------------------------------------------------------
 
     def is_alive(self) -> bool:
@@ -487,6 +501,9 @@ class LocalBackend(SandboxBackend):
     ``force_copy``: skip overlayfs and copy snapshots (what happens where overlay is missing).
     ``egress_hosts``: name -> address overrides for the allowlist proxy (tests, split DNS).
     ``disk_bytes``: the disk quota of a sandbox whose ``Limits.disk_bytes`` is None (0: none).
+    ``egress_exceptions``/``egress_deny``: the operator's private-address exceptions and extra
+    deny-list networks (``netns.py``); ``nat_gid``: the host group NAT and proxy processes run
+    under, which the host nftables table confines (default ``sandbox_uid + 1``).
     """
 
     def __init__(
@@ -500,6 +517,9 @@ class LocalBackend(SandboxBackend):
         egress_hosts: Mapping[str, str] | None = None,
         mount_base: Path | str | None = None,
         disk_bytes: int = quota.DEFAULT_DISK_BYTES,
+        egress_exceptions: Sequence[netns.EgressException] = (),
+        egress_deny: Sequence[netns.IPNetwork] = (),
+        nat_gid: int | None = None,
     ) -> None:
         if runtime not in ("bwrap", "runsc"):
             raise ValueError(f"unknown runtime {runtime!r} (expected 'bwrap' or 'runsc')")
@@ -510,6 +530,10 @@ class LocalBackend(SandboxBackend):
         self.egress_hosts = dict(egress_hosts or {})
         self.disk_bytes = disk_bytes
         self.quota_problem = quota.problem()
+        self.egress_exceptions = tuple(egress_exceptions)
+        self.egress_deny = netns.deny_list(egress_deny)
+        self.nat_gid = sandbox_uid + 1 if nat_gid is None else nat_gid
+        self._firewall_loaded = False
         self.root.mkdir(parents=True, exist_ok=True)
         self.store = LayerStore(self.root, self.uid, self.gid, max_depth=max_layers)
         self.sandboxes_dir = self.root / "sandboxes"
@@ -554,7 +578,8 @@ class LocalBackend(SandboxBackend):
         (etc / "group").write_text(f"root:x:0:\nsandbox:x:{self.gid}:\nnogroup:x:65534:\n")
         (etc / "hostname").write_text("sandbox\n")
         (etc / "hosts").write_text("127.0.0.1 localhost sandbox\n::1 localhost\n")
-        for name in ("passwd", "group", "hostname", "hosts"):
+        (etc / "resolv.conf").write_text(netns.resolv_conf())
+        for name in ("passwd", "group", "hostname", "hosts", "resolv.conf"):
             (etc / name).chmod(0o644)
         return etc
 
@@ -810,14 +835,18 @@ class LocalBackend(SandboxBackend):
             rl["RLIMIT_NPROC"] = limits.pids
         config["rlimits"] = rl
         run_dir = self.mount_base / f"{state['id']}.run"
+        if network.mode != "none":
+            self._require_egress_firewall(state["id"], network.mode)
         if network.mode == "allowlist":
             proxy = start_egress_proxy(
                 run_dir / "egress.sock",
                 network,
                 self.egress_hosts,
                 uid=self.uid,
-                gid=self.gid,
+                gid=self.nat_gid,
                 log_path=sdir / "egress.log",
+                deny=self.egress_deny,
+                exceptions=self.egress_exceptions,
             )
             state["proxy_pid"], state["proxy_start"] = proxy.pid, _proc_starttime(proxy.pid)
             self._procs[state["id"] + ":proxy"] = proxy
@@ -836,6 +865,42 @@ class LocalBackend(SandboxBackend):
             from snapshots.sandbox import runsc
 
             runsc.spawn(self, sdir, state, network, config, cg)
+
+    def _require_egress_firewall(self, sandbox_id: str, mode: str) -> None:
+        """Load the host deny-list table once per backend (the table of a ``nat_gid`` holds
+        one configuration: the last backend to load it wins). An ``open`` sandbox that would
+        reach out without it is refused, naming what is missing (never the host's network)."""
+        if self._firewall_loaded:
+            return
+        problem = netns.nat_problem() if mode == "open" else None
+        if problem is None:
+            try:
+                netns.install_firewall(self.nat_gid, self.egress_deny, self.egress_exceptions)
+            except (OSError, RuntimeError) as exc:
+                problem = str(exc)
+        if problem is not None and mode == "allowlist":
+            # The proxy checks every address itself; the table is its backstop.
+            log.warning(
+                "egress deny-list table not loaded (%s); allowlist proxies still "
+                "refuse private addresses themselves",
+                problem,
+            )
+            problem = None
+        if problem is not None:
+            raise SandboxError(
+                f"sandbox {sandbox_id}: egress {mode!r} is unavailable on this machine: "
+                f"{problem}. Install it (scripts/system-packages) or use egress 'none'."
+            )
+        self._firewall_loaded = True
+
+    def _start_nat(self, sdir: Path, state: dict[str, Any], **target: Any) -> None:
+        """User-mode NAT for an ``open`` sandbox; see netns.py for what it can reach."""
+        try:
+            nat = netns.start_nat(gid=self.nat_gid, log_path=sdir / "nat.log", **target)
+        except (OSError, RuntimeError) as exc:
+            raise SandboxError(f"sandbox {state['id']}: cannot set up its NAT: {exc}") from None
+        self._procs[state["id"] + ":nat"] = nat
+        state["nat_pid"], state["nat_start"] = nat.pid, _proc_starttime(nat.pid)
 
     def bwrap_argv(
         self,
@@ -869,23 +934,14 @@ class LocalBackend(SandboxBackend):
         ]
         if Path("/lib64").exists():
             argv += ["--symlink", "usr/lib64", "/lib64"]
-        if network.mode != "open":
-            argv.append("--unshare-net")
+        # Its own network namespace whatever the mode; ``open`` gets NAT attached to it.
+        argv.append("--unshare-net")
         for name in ETC_FILES:
             argv += ["--ro-bind-try", f"/etc/{name}", f"/etc/{name}"]
         # Copied in from open fds: bwrap runs as the sandbox user, who may not be able to
         # traverse to the backend root (e.g. a 0700 pytest tmp dir).
         for name, fd in etc_fds.items():
             argv += ["--perms", "0644", "--file", str(fd), f"/etc/{name}"]
-        if network.mode == "open":
-            argv += [
-                "--ro-bind-try",
-                "/etc/resolv.conf",
-                "/etc/resolv.conf",
-                "--ro-bind-try",
-                "/etc/hosts",
-                "/etc/hosts",
-            ]
         argv += [
             "--proc",
             "/proc",
@@ -937,7 +993,9 @@ class LocalBackend(SandboxBackend):
         config["listen_fd"] = lsock.fileno()
         info_r, info_w = os.pipe()
         block_r, block_w = os.pipe()
-        names = ["passwd", "group", "hostname"] + ([] if network.mode == "open" else ["hosts"])
+        names = ["passwd", "group", "hostname", "hosts"]
+        if network.mode == "open":
+            names.append("resolv.conf")
         etc_fds = {name: os.open(self._etc / name, os.O_RDONLY) for name in names}
         argv = self.bwrap_argv(network, state, info_w, block_r, etc_fds)
         fds = [lsock.fileno(), info_w, block_r, *etc_fds.values()]
@@ -975,6 +1033,16 @@ class LocalBackend(SandboxBackend):
         finally:
             os.close(info_r)
         child = int(info["child-pid"])
+        if network.mode == "open":
+            try:
+                self._start_nat(sdir, state, pid=child)
+            except SandboxError:
+                # Kill before unblocking: an init started now would run without its network.
+                for pid in (child, proc.pid):
+                    with contextlib.suppress(OSError):
+                        os.kill(pid, signal.SIGKILL)
+                os.close(block_w)
+                raise
         # Before the init starts: limits, and (best effort: needs CAP_SYS_RESOURCE) OOM
         # protection for the sandbox's own plumbing; the command shim resets oom_score_adj so
         # the OOM killer still picks the real hog.
@@ -1029,9 +1097,9 @@ class LocalBackend(SandboxBackend):
 
     def _destroy_with_state(self, sandbox_id: str, state: dict[str, Any]) -> None:
         sdir = self.sandboxes_dir / sandbox_id
-        for key in ("init_pid", "bwrap_pid", "proxy_pid"):
+        for key in ("init_pid", "bwrap_pid", "proxy_pid", "nat_pid", "netns_pid"):
             pid = state.get(key)
-            start = state.get("init_start") if key == "init_pid" else None
+            start = state.get(key.replace("_pid", "_start")) if key != "bwrap_pid" else None
             if pid and (start is None or _proc_starttime(pid) == start):
                 with contextlib.suppress(ProcessLookupError, PermissionError):
                     os.kill(pid, signal.SIGKILL)
@@ -1044,9 +1112,12 @@ class LocalBackend(SandboxBackend):
             # A half-created sandbox may have cgroups not yet recorded in state.json.
             cg = Cgroups.existing(sandbox_id)
         cg.destroy()
-        for key in (sandbox_id, sandbox_id + ":proxy"):
+        for key in (sandbox_id, *(f"{sandbox_id}:{k}" for k in ("proxy", "nat", "netns"))):
             proc = self._procs.pop(key, None)
             if proc is not None:
+                if key != sandbox_id:  # a half-created sandbox has no state.json to name it
+                    with contextlib.suppress(OSError):
+                        proc.kill()
                 with contextlib.suppress(subprocess.TimeoutExpired):
                     proc.wait(timeout=2)
         merged = self.mount_base / sandbox_id
@@ -1111,6 +1182,13 @@ class LocalBackend(SandboxBackend):
                 f"disk quota: {self.disk_bytes} bytes per sandbox by default "
                 "(a loop-mounted ext4 image holding its upper dir, /tmp and /var/tmp)"
             )
+        nat = netns.nat_problem()
+        lines.append(
+            f"egress open: UNAVAILABLE: {nat}"
+            if nat
+            else f"egress open: slirp4netns NAT, deny list in nftables table "
+            f"inspect_egress_{self.nat_gid} ({len(self.egress_exceptions)} operator exceptions)"
+        )
         lines.append(f"sandbox uid: {self.uid}")
         return lines
 

@@ -106,7 +106,7 @@ def _rootfs(backend: LocalBackend) -> Path:
     from snapshots.sandbox.local import ETC_FILES
 
     rootfs = backend.root / "runsc" / "rootfs"
-    if (rootfs / ".ready").exists():
+    if (rootfs / ".ready-2").exists():
         return rootfs
     rootfs.mkdir(parents=True, exist_ok=True)
     for d in ("usr", "etc", "tmp", "proc", "dev", "sys", "run/inspect", "var/tmp", "workspace"):
@@ -123,14 +123,14 @@ def _rootfs(backend: LocalBackend) -> Path:
         src = Path("/etc") / name
         if src.exists():
             subprocess.run(["cp", "-a", str(src), str(rootfs / "etc" / name)], check=False)
-    for name in ("passwd", "group", "hostname", "hosts"):
+    for name in ("passwd", "group", "hostname", "hosts", "resolv.conf"):
         shutil.copy(backend._etc / name, rootfs / "etc" / name)
     # Explicit modes: platform processes run under umask 077; the sandbox user walks these.
     for path in [rootfs, *rootfs.rglob("*")]:
         if path.is_dir() and not path.is_symlink():
             path.chmod(0o755)
     (rootfs / "tmp").chmod(0o1777)
-    (rootfs / ".ready").touch()
+    (rootfs / ".ready-2").touch()
     return rootfs
 
 
@@ -209,17 +209,11 @@ def _spec(
                     "options": ["mode=1777"],
                 }
             )
+    # Its own network namespace whatever the mode (see spawn): a new, empty one for none and
+    # allowlist; for open, the one whose only device is slirp4netns' tap.
+    netns_spec: dict[str, str] = {"type": "network"}
     if network.mode == "open":
-        for name in ("resolv.conf", "hosts"):
-            if Path("/etc", name).exists():
-                mounts.append(
-                    {
-                        "destination": f"/etc/{name}",
-                        "type": "bind",
-                        "source": f"/etc/{name}",
-                        "options": ["rbind", "ro"],
-                    }
-                )
+        netns_spec["path"] = state["netns_path"]
     return {
         "ociVersion": "1.0.0",
         "process": {
@@ -240,12 +234,7 @@ def _spec(
         "hostname": "sandbox",
         "mounts": mounts,
         "linux": {
-            # No network namespace for "open": runsc --network=host then uses the host's.
-            "namespaces": [
-                {"type": t}
-                for t in ("pid", "ipc", "uts", "mount", "network")
-                if t != "network" or network.mode != "open"
-            ],
+            "namespaces": [{"type": t} for t in ("pid", "ipc", "uts", "mount")] + [netns_spec],
             "resources": resources,
             "cgroupsPath": f"/inspect-sandboxes/{state['id']}",
         },
@@ -260,8 +249,24 @@ def spawn(
     config: dict[str, Any],
     cg: Cgroups | None,
 ) -> None:
-    from snapshots.sandbox.local import init_payload
+    from snapshots.sandbox import netns
+    from snapshots.sandbox.local import _proc_starttime, init_payload
 
+    # Network: gVisor joins the spec's network namespace whatever --network says, so "host"
+    # here means the sandbox's own namespace, not this machine's. ``open`` uses it (gVisor's
+    # sockets go to the tap of slirp4netns, whose host side the egress table confines);
+    # "sandbox" (gVisor's netstack on a scraped device) cannot be used: this 2022 build
+    # takes every namespace for the root one on kernels >= 6 (/proc/sys/net/core/rmem_default
+    # exists in all of them) and refuses to start. none and allowlist use "none": loopback only.
+    if network.mode == "open":
+        try:
+            holder = netns.hold_netns()
+        except RuntimeError as exc:
+            raise SandboxError(f"sandbox {state['id']}: {exc}") from None
+        backend._procs[state["id"] + ":netns"] = holder
+        state["netns_pid"], state["netns_start"] = holder.pid, _proc_starttime(holder.pid)
+        state["netns_path"] = f"/proc/{holder.pid}/ns/net"
+        backend._start_nat(sdir, state, netns_path=state["netns_path"])
     run_dir = backend.mount_base / f"{state['id']}.run"
     os.chown(run_dir, backend.uid, backend.gid)  # the init creates its socket there
     bundle = sdir / "bundle"
@@ -270,12 +275,11 @@ def spawn(
     config["listen_path"] = "/run/inspect/ctl.sock"
     ctl = run_dir / "ctl.sock"
     state["ctl"] = str(ctl)
-    net = "host" if network.mode == "open" else "none"
     argv = [
         RUNSC,
         f"--root={_state_root(backend)}",
         f"--platform={PLATFORM}",
-        f"--network={net}",
+        f"--network={'host' if network.mode == 'open' else 'none'}",
         "--host-uds=all",
         "run",
         "--detach",

@@ -3,15 +3,13 @@ a real sandbox against two local HTTP servers (an allowed name and a denied one)
 
 from __future__ import annotations
 
-import http.server
-import threading
-
 import pytest
 
 from approvals import gate
 from approvals.egress import current_recipe, recipe_override_set, widens
 from approvals.models import ApprovalRequest, AuditEntry
 from snapshots.sandbox import NetworkPolicy
+from tests.nethosts import net_host
 
 ALLOWLIST = 'egress = { mode = "allowlist", domains = ["allowed.test"] }\n'
 FETCH = (
@@ -73,29 +71,15 @@ def test_an_approval_overtaken_by_another_change_fails_with_the_reason(team):
     assert "recipe changed after this request" in pending.result["error"]
 
 
-def _server(body: bytes):
-    class Handler(http.server.BaseHTTPRequestHandler):
-        def do_GET(self):  # noqa: N802 - http.server's naming
-            self.send_response(200)
-            self.send_header("Content-Length", str(len(body)))
-            self.end_headers()
-            self.wfile.write(body)
-
-        def log_message(self, *args):
-            pass
-
-    server = http.server.ThreadingHTTPServer(("127.0.0.1", 0), Handler)
-    threading.Thread(target=server.serve_forever, daemon=True).start()
-    return server
-
-
 @pytest.fixture
 def two_servers():
-    allowed, denied = _server(b"allowed service"), _server(b"denied service")
-    yield allowed.server_address[1], denied.server_address[1]
-    for server in (allowed, denied):
-        server.shutdown()
-        server.server_close()
+    """Two web servers in network namespaces on public-looking addresses (the proxy refuses
+    loopback and private ones): (allowed address, denied address)."""
+    with (
+        net_host("a", "198.18.0", port=80, banner="allowed service") as allowed,
+        net_host("d", "198.18.1", port=80, banner="denied service") as denied,
+    ):
+        yield allowed.address, denied.address
 
 
 def test_the_repositorys_allowlist_is_enforced_in_a_real_sandbox(team, two_servers, tmp_path):
@@ -103,28 +87,28 @@ def test_the_repositorys_allowlist_is_enforced_in_a_real_sandbox(team, two_serve
 
     from snapshots.sandbox.local import LocalBackend
 
-    allowed_port, denied_port = two_servers
+    allowed_address, denied_address = two_servers
     recipe_override_set(repository=team.repository, text=ALLOWLIST, by=team.admin)
     approval = ApprovalRequest.objects.get()
     gate.approval_decide(approval=approval, user=team.reviewer, approve=True)
     gate.execute_approval(approval.pk)
     team.repository.refresh_from_db()
     policy = current_recipe(team.repository).egress
-    # Both names lead to this machine, so only the policy tells them apart.
+    # Both names lead to a server that answers, so only the policy tells them apart.
     backend = LocalBackend(
         root=settings.SANDBOX_ROOT,
-        egress_hosts={"allowed.test": "127.0.0.1", "denied.test": "127.0.0.1"},
+        egress_hosts={"allowed.test": allowed_address, "denied.test": denied_address},
     )
     (tmp_path / "ws").mkdir()
     ref = backend.snapshot_from_directory(str(tmp_path / "ws"))
     sandbox = backend.create(snapshot=ref, network=policy)
     try:
-        ok = sandbox.run(FETCH.format(url=f"http://allowed.test:{allowed_port}/"))
+        ok = sandbox.run(FETCH.format(url="http://allowed.test/"))
         assert "OK allowed service" in ok.stdout, ok.stdout + ok.stderr
-        refused = sandbox.run(FETCH.format(url=f"http://denied.test:{denied_port}/"))
+        refused = sandbox.run(FETCH.format(url="http://denied.test/"))
         assert "HTTP 403" in refused.stdout and "not on the allowlist" in refused.stdout
         assert "denied service" not in refused.stdout
-        direct = sandbox.run(FETCH.format(url=f"http://127.0.0.1:{denied_port}/"))
+        direct = sandbox.run(FETCH.format(url=f"http://{denied_address}/"))
         assert "denied service" not in direct.stdout
     finally:
         sandbox.terminate()

@@ -127,3 +127,40 @@ def test_manage_py_reports_a_bad_setting_in_one_line(tmp_path):
         "inspect-web: configuration error: DATABASE_URL: unsupported scheme 'mysql'; "
         "use postgres://USER@HOST:5432/NAME or sqlite:////absolute/path.sqlite3"
     ]
+
+
+@pytest.mark.parametrize(
+    ("variable", "value", "fragment"),
+    [
+        ("INSPECT_EGRESS_ALLOW_PRIVATE", "mirror=10.1.2.300:443", "'10.1.2.300' is not an address"),
+        ("INSPECT_EGRESS_ALLOW_PRIVATE", "10.1.2.3:443", "expected name=ADDRESS"),
+        ("INSPECT_EGRESS_ALLOW_PRIVATE", "mirror=10.1.2.3:https", "'https' is not a port"),
+        ("INSPECT_EGRESS_DENY", "203.0.113.0/24,nonsense", "'nonsense' is not an address"),
+    ],
+)
+def test_a_bad_egress_entry_stops_start_up_naming_the_variable(tmp_path, variable, value, fragment):
+    result = subprocess.run(
+        [sys.executable, "manage.py", "check"],
+        cwd=ROOT,
+        env={"PATH": "/usr/bin:/bin", "INSPECT_DATA_DIR": str(tmp_path), variable: value},
+        capture_output=True,
+        text=True,
+        timeout=60,
+    )
+    assert result.returncode == 2, result.stderr
+    assert "Traceback" not in result.stderr
+    line = result.stderr.strip().splitlines()[-1]
+    assert line.startswith(f"inspect-web: configuration error: {variable}: ") and fragment in line
+
+
+def test_egress_exceptions_parse_addresses_networks_and_ports():
+    from snapshots.sandbox.netns import parse_exceptions
+
+    mirror, models, v6 = parse_exceptions(
+        "mirror=10.1.2.3:443, models=10.8.0.0/24:8000-8100+443, six=[fd00::5]/128"
+    )
+    assert mirror.allows("10.1.2.3", 443) and not mirror.allows("10.1.2.3", 80)
+    assert models.allows("10.8.0.77", 8050) and models.allows("10.8.0.1", 443)
+    assert not models.allows("10.8.1.1", 443)
+    assert v6.allows("fd00::5", 22) and v6.describe() == "six: fd00::5/128 (any port)"
+    assert parse_exceptions(mirror.spec()) == (mirror,)

@@ -2,13 +2,14 @@
 
 from __future__ import annotations
 
-import http.server
 import socket
 import threading
 
 import pytest
 
 from snapshots.sandbox.base import NetworkPolicy
+from tests.nethosts import net_host
+from tests.sandbox_conformance.conftest import ALLOWED_TEST_NETWORK
 
 PROBE = (
     'python3 -c "import socket,sys\n'
@@ -44,25 +45,12 @@ def host_tcp_server():
     srv.close()
 
 
-@pytest.fixture
-def host_http_server():
-    class Handler(http.server.BaseHTTPRequestHandler):
-        def do_GET(self):
-            body = b"hello from allowed host"
-            self.send_response(200)
-            self.send_header("Content-Length", str(len(body)))
-            self.end_headers()
-            self.wfile.write(body)
-
-        def log_message(self, *args):
-            pass
-
-    srv = http.server.ThreadingHTTPServer(("127.0.0.1", 0), Handler)
-    t = threading.Thread(target=srv.serve_forever, daemon=True)
-    t.start()
-    yield srv.server_address[1]
-    srv.shutdown()
-    srv.server_close()
+@pytest.fixture(scope="module")
+def allowed_test_host():
+    """allowed.test: a host in a network namespace (HTTP on 80, TCP on 443), where the local
+    backend's ``egress_hosts`` sends that name."""
+    with net_host("c", ALLOWED_TEST_NETWORK, port=80, more_ports=(443,), banner="allowed") as h:
+        yield h
 
 
 def test_none_blocks_host_loopback_services(new_sandbox, caps, host_tcp_server):
@@ -91,12 +79,15 @@ def test_none_blocks_external_addresses(new_sandbox):
     assert "eth" not in r.stdout  # only lo exists
 
 
-def test_open_reaches_host(new_sandbox, caps, host_tcp_server):
+def test_open_does_not_reach_host_loopback(new_sandbox, caps, host_tcp_server):
+    """``open`` is NAT out of the sandbox's own namespace: the host's loopback services
+    (PostgreSQL, Redis, the dashboard) stay out of reach (tests/security has the full set)."""
     if "same_host" not in caps:
         pytest.skip("needs the sandbox on this machine")
     sb = new_sandbox(network=NetworkPolicy("open"))
     r = sb.run(PROBE.format(port=host_tcp_server))
-    assert "CONNECTED host-service-banner" in r.stdout, r.stdout + r.stderr
+    assert "BLOCKED" in r.stdout, r.stdout + r.stderr
+    assert "host-service-banner" not in r.stdout
 
 
 FETCH = (
@@ -107,23 +98,23 @@ FETCH = (
 )
 
 
-def test_allowlist_allows_listed_domain_only(new_sandbox, caps, host_http_server, host_tcp_server):
+def test_allowlist_allows_listed_domain_only(new_sandbox, caps, allowed_test_host, host_tcp_server):
     if "same_host" not in caps:
-        pytest.skip("uses allowed.test -> host loopback mapping of the local backend")
+        pytest.skip("uses the local backend's allowed.test -> test host mapping")
     sb = new_sandbox(network=NetworkPolicy("allowlist", ("allowed.test",)))
-    ok = sb.run(FETCH.format(url=f"http://allowed.test:{host_http_server}/"))
-    assert "OK hello from allowed host" in ok.stdout, ok.stdout + ok.stderr
-    denied = sb.run(FETCH.format(url=f"http://denied.test:{host_http_server}/"))
+    ok = sb.run(FETCH.format(url="http://allowed.test/"))
+    assert "OK allowed got:GET / HTTP/1.1" in ok.stdout, ok.stdout + ok.stderr
+    denied = sb.run(FETCH.format(url="http://denied.test/"))
     assert "HTTP 403" in denied.stdout and "not on the allowlist" in denied.stdout
     # An IP literal is not a listed domain either.
-    by_ip = sb.run(FETCH.format(url=f"http://127.0.0.1:{host_http_server}/"))
+    by_ip = sb.run(FETCH.format(url=f"http://{allowed_test_host.address}/"))
     assert "OK" not in by_ip.stdout
     # Bypassing the proxy with a raw socket gets nowhere.
     raw = sb.run(PROBE.format(port=host_tcp_server))
     assert "BLOCKED" in raw.stdout
 
 
-def test_allowlist_https_connect_is_checked(new_sandbox, caps, host_tcp_server):
+def test_allowlist_https_connect_is_checked(new_sandbox, caps, allowed_test_host):
     if "same_host" not in caps:
         pytest.skip("uses the local backend's proxy")
     sb = new_sandbox(network=NetworkPolicy("allowlist", ("allowed.test",)))
@@ -131,7 +122,7 @@ def test_allowlist_https_connect_is_checked(new_sandbox, caps, host_tcp_server):
         'python3 -c "import socket\n'
         "for host in ('allowed.test', 'evil.example'):\n"
         " s=socket.create_connection(('127.0.0.1', 3128), timeout=5)\n"
-        f" req = 'CONNECT %s:{host_tcp_server} HTTP/1.1\\r\\nHost: x\\r\\n\\r\\n' % host\n"
+        " req = 'CONNECT %s:443 HTTP/1.1\\r\\nHost: x\\r\\n\\r\\n' % host\n"
         " s.sendall(req.encode())\n"
         " print(host, s.recv(200).split(b'\\r\\n')[0].decode())\""
     )
