@@ -90,13 +90,18 @@ class _LoopConfig(ctypes.Structure):
     ]
 
 
+def _mkfs() -> str | None:
+    # /usr/sbin is not on every PATH (a non-login shell, a service unit): look there too.
+    return shutil.which("mkfs.ext4") or shutil.which("mkfs.ext4", path="/usr/sbin:/sbin")
+
+
 def problem() -> str | None:
     """None if per-sandbox quota filesystems can be made here, else why not."""
     if os.geteuid() != 0:
         return "not root: loop devices and mounts need root"
     if not os.path.exists("/dev/loop-control"):
         return "/dev/loop-control is missing (no loop device support)"
-    if not shutil.which("mkfs.ext4"):
+    if not _mkfs():
         return "mkfs.ext4 is not installed (Debian package e2fsprogs)"
     return None
 
@@ -147,7 +152,7 @@ def _template(directory: Path, size_bytes: int) -> Path:
             fh.truncate(size_bytes)  # sparse: costs nothing until written
         proc = subprocess.run(
             [
-                "mkfs.ext4", "-q", "-F",
+                _mkfs() or "mkfs.ext4", "-q", "-F",
                 # No journal (a sandbox does not survive a host crash anyway) and no blocks
                 # reserved for growing the filesystem: 4 MB less to write per 8 GB.
                 "-O", "^has_journal,^resize_inode",

@@ -28,6 +28,8 @@ def test_refusals_reach_the_build_log_and_the_session_events(
     )
     upstream = make_git_repo(files={"README.md": "# widgets\n", ".inspect/environment.toml": toml})
     team.repository.url = str(upstream.path)
+    # The allowlist was approved (widening through the recipe waits for a reviewer otherwise).
+    team.repository.approved_egress = {"mode": "allowlist", "domains": ["localhost"]}
     team.repository.save()
     code, _, err = inspect_cli("snapshot", "refresh", "widgets", "--json")
     assert code == 0, err
