@@ -190,7 +190,7 @@ def firewall_ruleset(
 ) -> str:
     """The nftables table that confines sockets of group ``gid`` (NAT and proxy processes)."""
     table = f"inspect_egress_{gid}"
-    rules = [f"meta skgid != {gid} accept"]
+    rules: list[str] = []
     for addr in resolvers:
         fam = "ip6" if ":" in addr else "ip"
         rules.append(f"{fam} daddr {addr} meta l4proto {{ tcp, udp }} th dport 53 accept")
@@ -208,11 +208,17 @@ def firewall_ruleset(
         if nets:
             rules.append(f"{fam} daddr {_nft_set(nets)} {reject}")
     body = "\n".join(f"    {r}" for r in rules)
+    # A positive match and a jump, not "skgid != gid accept": a packet the kernel sends with no
+    # socket (the RST answering a closed port, ICMP errors) matches no skgid, so it must fall
+    # through to accept; under the negated form it reached the rejects and every connection
+    # to a closed local port hung until its timeout instead of being refused.
     # Declaring then deleting makes the load idempotent and atomic (one nft transaction).
     return (
         f"table inet {table} {{}}\ndelete table inet {table}\n"
-        f"table inet {table} {{\n  chain output {{\n"
-        f"    type filter hook output priority filter; policy accept;\n{body}\n  }}\n}}\n"
+        f"table inet {table} {{\n  chain confine {{\n{body}\n  }}\n"
+        f"  chain output {{\n"
+        f"    type filter hook output priority filter; policy accept;\n"
+        f"    meta skgid {gid} jump confine\n  }}\n}}\n"
     )
 
 

@@ -170,3 +170,16 @@ def test_open_without_nat_fails_naming_the_missing_feature(backend, monkeypatch,
         assert sb.run("true").ok
     finally:
         sb.terminate()
+
+
+def test_the_hosts_own_connections_are_untouched_by_the_deny_list(open_sandbox):
+    """The host table confines only the NAT's sockets: the host's own connection to a closed
+    local port is still refused at once (its RST has no socket and once hit the rejects, so
+    every such connect hung until its timeout)."""
+    with socket.socket() as probe:
+        probe.bind(("127.0.0.1", 0))
+        closed_port = probe.getsockname()[1]  # bound, never listening: a closed port
+        with socket.socket() as client:
+            client.settimeout(3)
+            with pytest.raises(ConnectionRefusedError):
+                client.connect(("127.0.0.1", closed_port))
