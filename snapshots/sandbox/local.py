@@ -377,12 +377,14 @@ class LocalSandbox(Sandbox):
         env: Mapping[str, str] | None = None,
         cwd: str | None = None,
         timeout: float | None = None,
+        secrets: Mapping[str, str] | None = None,
+        service: bool = False,
     ) -> LocalExecHandle:
         limits = Limits(**self.state["limits"])
         req = {
             "op": "exec",
             "argv": self._argv(command),
-            "env": dict(env or {}),
+            "env": {**(env or {}), **(secrets or {})},
             "cwd": self._cwd(cwd),
             "timeout": limits.exec_timeout(timeout),
         }
