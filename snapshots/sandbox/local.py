@@ -34,7 +34,7 @@ from collections.abc import Iterator, Mapping, Sequence
 from pathlib import Path
 from typing import Any
 
-from snapshots.sandbox import protocol
+from snapshots.sandbox import protocol, seccomp
 from snapshots.sandbox.base import (
     WORKSPACE,
     BackendUnavailable,
@@ -381,10 +381,21 @@ class LocalSandbox(Sandbox):
         service: bool = False,
     ) -> LocalExecHandle:
         limits = Limits(**self.state["limits"])
+        if service and secrets and self.state.get("runtime") == "runsc":
+            # This gVisor build shows /proc/<pid>/environ to every process (mode 0444): a
+            # long-running holder of secrets would hand them to every later command.
+            raise SandboxError(
+                "a start service with secrets cannot run under gVisor (runsc): its "
+                "/proc/<pid>/environ is readable by every process there. Use the bwrap "
+                "runtime (INSPECT_SANDBOX_RUNTIME), or start the service without secrets"
+            )
         req = {
             "op": "exec",
             "argv": self._argv(command),
             "env": {**(env or {}), **(secrets or {})},
+            # Run by a reaper of its own, unreadable by other commands, its tree ended on return.
+            "contain": bool(secrets) or service,
+            "service": service,
             "cwd": self._cwd(cwd),
             "timeout": limits.exec_timeout(timeout),
         }
@@ -475,6 +486,9 @@ class LocalBackend(SandboxBackend):
     isolation, slower start). ``sandbox_uid``: unprivileged host uid sandboxes run as.
     ``force_copy``: skip overlayfs and copy snapshots (what happens where overlay is missing).
     ``egress_hosts``: name -> address overrides for the allowlist proxy (tests, split DNS).
+    ``init_uid``: the host uid of the sandbox's command server (uid 0 of its user namespace;
+    default ``sandbox_uid + 1``): different from the workload's, so commands cannot signal,
+    trace or read it.
     """
 
     def __init__(
@@ -487,6 +501,7 @@ class LocalBackend(SandboxBackend):
         force_copy: bool = False,
         egress_hosts: Mapping[str, str] | None = None,
         mount_base: Path | str | None = None,
+        init_uid: int | None = None,
     ) -> None:
         if runtime not in ("bwrap", "runsc"):
             raise ValueError(f"unknown runtime {runtime!r} (expected 'bwrap' or 'runsc')")
@@ -494,6 +509,9 @@ class LocalBackend(SandboxBackend):
         self.name = f"local-{runtime}"
         self.root = Path(root).absolute()
         self.uid = self.gid = sandbox_uid
+        self.init_uid = init_uid if init_uid is not None else sandbox_uid + 1
+        if self.init_uid == self.uid:
+            raise ValueError("init_uid must differ from sandbox_uid (the workload's uid)")
         self.egress_hosts = dict(egress_hosts or {})
         self.root.mkdir(parents=True, exist_ok=True)
         self.store = LayerStore(self.root, self.uid, self.gid, max_depth=max_layers)
@@ -754,7 +772,12 @@ class LocalBackend(SandboxBackend):
         if self.cgroup_problem is None and self.runtime == "bwrap":
             cg = Cgroups.create(state["id"], limits)
             state["cgroups"] = {k: str(v) for k, v in cg.paths.items()}
-        config: dict[str, Any] = {"env": env, "lifetime_seconds": limits.lifetime_seconds}
+        config: dict[str, Any] = {
+            "env": env,
+            "lifetime_seconds": limits.lifetime_seconds,
+            "workload_uid": self.uid,
+            "workload_gid": self.gid,
+        }
         rl: dict[str, int] = {}
         if self.cgroup_problem is not None and limits.memory_mb:
             # Weaker fallback: per process, and limit hits are not attributed.
@@ -896,7 +919,10 @@ class LocalBackend(SandboxBackend):
         names = ["passwd", "group", "hostname"] + ([] if network.mode == "open" else ["hosts"])
         etc_fds = {name: os.open(self._etc / name, os.O_RDONLY) for name in names}
         argv = self.bwrap_argv(network, state, info_w, block_r, etc_fds)
-        fds = [lsock.fileno(), info_w, block_r, *etc_fds.values()]
+        userns_r, userns_w = os.pipe()
+        seccomp_fd = seccomp_program_fd()
+        argv += init_privilege_argv(userns_r, seccomp_fd)
+        fds = [lsock.fileno(), info_w, block_r, userns_r, seccomp_fd, *etc_fds.values()]
         if network.mode == "allowlist":
             argv += ["--bind", str(self.mount_base / f"{state['id']}.run"), "/run/inspect"]
         argv += [SANDBOX_PYTHON, "-I", "-S", "-c", INIT_BOOT]
@@ -908,8 +934,10 @@ class LocalBackend(SandboxBackend):
                 stdout=logf,
                 stderr=logf,
                 pass_fds=fds,
-                user=self.uid,
-                group=self.gid,
+                # bwrap makes the user namespace as the init's uid; we then map that uid to
+                # 0 inside and the workload's uid to itself (see map_sandbox_uids).
+                user=self.init_uid,
+                group=self.init_uid,
                 extra_groups=[],
                 start_new_session=True,
                 # bwrap itself is pid 1 inside and its /proc/1/environ is readable there: it
@@ -919,7 +947,7 @@ class LocalBackend(SandboxBackend):
         finally:
             logf.close()
             lsock.close()
-            for fd in (info_w, block_r, *etc_fds.values()):
+            for fd in (info_w, block_r, userns_r, seccomp_fd, *etc_fds.values()):
                 os.close(fd)
         self._procs[state["id"]] = proc
         assert proc.stdin is not None
@@ -928,9 +956,15 @@ class LocalBackend(SandboxBackend):
         proc.stdin.close()
         try:
             info = self._read_info(info_r, proc, sdir)
+            child = int(info["child-pid"])
+            try:
+                map_sandbox_uids(child, self.init_uid, self.uid, self.gid)
+                os.write(userns_w, b"1")
+            except OSError:
+                pass  # bwrap died: reported below, when block_fd cannot be written either
         finally:
             os.close(info_r)
-        child = int(info["child-pid"])
+            os.close(userns_w)
         # Before the init starts: limits, and (best effort: needs CAP_SYS_RESOURCE) OOM
         # protection for the sandbox's own plumbing; the command shim resets oom_score_adj so
         # the OOM killer still picks the real hog.
@@ -1057,6 +1091,51 @@ class LocalBackend(SandboxBackend):
             lines += [f"runsc known issue: {issue}" for issue in runsc.known_issues()]
         lines.append(f"sandbox uid: {self.uid}")
         return lines
+
+
+INIT_CAPS = (
+    # What the command server keeps, inside its own user namespace only: starting commands
+    # as the workload uid, ending them, and giving the files it writes to the workload.
+    "CAP_SETUID",
+    "CAP_SETGID",
+    "CAP_KILL",
+    "CAP_CHOWN",
+    "CAP_FOWNER",
+    "CAP_DAC_OVERRIDE",
+    "CAP_DAC_READ_SEARCH",
+)
+
+
+def init_privilege_argv(userns_block_fd: int, seccomp_fd: int) -> list[str]:
+    """bwrap options that make the init uid 0 of a user namespace the host maps itself (two
+    uids: the init's and the workload's), with the capabilities in INIT_CAPS, under the
+    seccomp filter (bwrap's --disable-userns cannot be combined with --userns-block-fd; the
+    filter refuses nested user namespaces instead)."""
+    argv = ["--uid", "0", "--gid", "0", "--userns-block-fd", str(userns_block_fd)]
+    # bwrap's mounts now belong to uid 0 inside: let the workload write its scratch dirs.
+    for scratch in ("/tmp", "/var/tmp", "/run"):
+        argv += ["--chmod", "1777", scratch]
+    for cap in INIT_CAPS:
+        argv += ["--cap-add", cap]
+    return [*argv, "--seccomp", str(seccomp_fd)]
+
+
+def map_sandbox_uids(pid: int, init_uid: int, uid: int, gid: int) -> None:
+    """Write the user namespace maps of bwrap's child ``pid``: 0 -> ``init_uid`` (the init)
+    and the workload's own ids to themselves. Only root on the host can map two ids."""
+    Path(f"/proc/{pid}/uid_map").write_text(f"0 {init_uid} 1\n{uid} {uid} 1\n")
+    Path(f"/proc/{pid}/gid_map").write_text(f"0 {init_uid} 1\n{gid} {gid} 1\n")
+
+
+def seccomp_program_fd() -> int:
+    """A pipe's read end holding the seccomp program (it fits in the pipe buffer)."""
+    program = seccomp.build_filter()
+    r, w = os.pipe()
+    try:
+        os.write(w, program)
+    finally:
+        os.close(w)
+    return r
 
 
 def init_payload(config: dict[str, Any]) -> bytes:

@@ -20,6 +20,7 @@ kernel. Differences from bubblewrap, all forced by gVisor:
 
 from __future__ import annotations
 
+import base64
 import contextlib
 import functools
 import json
@@ -31,6 +32,7 @@ import time
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
+from snapshots.sandbox import seccomp
 from snapshots.sandbox.base import WORKSPACE, NetworkPolicy, SandboxError
 
 if TYPE_CHECKING:
@@ -136,7 +138,7 @@ def _spec(
     network: NetworkPolicy,
     run_dir: Path,
 ) -> dict[str, Any]:
-    from snapshots.sandbox.local import INIT_BOOT, SANDBOX_PYTHON
+    from snapshots.sandbox.local import INIT_BOOT, INIT_CAPS, SANDBOX_PYTHON
 
     limits = state["limits"]
     resources: dict[str, Any] = {}
@@ -200,18 +202,21 @@ def _spec(
                         "options": ["rbind", "ro"],
                     }
                 )
+    caps = list(INIT_CAPS)
     return {
         "ociVersion": "1.0.0",
         "process": {
-            "user": {"uid": backend.uid, "gid": backend.gid},
+            # The init is gVisor's root with INIT_CAPS only; it starts every command as the
+            # workload uid (backend.uid), which then holds no capability at all.
+            "user": {"uid": 0, "gid": 0},
             "args": [SANDBOX_PYTHON, "-I", "-S", "-c", INIT_BOOT],
             "env": ["PATH=/usr/bin:/bin", "HOME=/tmp"],
             "cwd": WORKSPACE,
             "capabilities": {
-                "bounding": [],
-                "effective": [],
+                "bounding": caps,
+                "effective": caps,
                 "inheritable": [],
-                "permitted": [],
+                "permitted": caps,
                 "ambient": [],
             },
             "noNewPrivileges": True,
@@ -243,7 +248,13 @@ def spawn(
     from snapshots.sandbox.local import init_payload
 
     run_dir = backend.mount_base / f"{state['id']}.run"
-    os.chown(run_dir, backend.uid, backend.gid)  # the init creates its socket there
+    # Root's (the init's, inside): the workload can neither replace nor reach the init's
+    # socket there (the init makes it 0600).
+    os.chown(run_dir, 0, 0)
+    run_dir.chmod(0o755)
+    # gVisor runs its own seccomp for the sentry; this one is for the sandbox's processes, and
+    # the init installs it on itself before anything else.
+    config["seccomp"] = base64.b64encode(seccomp.build_filter()).decode()
     bundle = sdir / "bundle"
     bundle.mkdir()
     (bundle / "config.json").write_text(json.dumps(_spec(backend, state, network, run_dir)))

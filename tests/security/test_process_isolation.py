@@ -14,7 +14,7 @@ from collections.abc import Iterator
 
 import pytest
 
-from snapshots.sandbox.base import Limits, NetworkPolicy, Sandbox
+from snapshots.sandbox.base import Limits, NetworkPolicy, Sandbox, SandboxError
 
 SECRET = "s3cr3t-value-" + "9" * 24
 
@@ -59,9 +59,11 @@ def python(sb: Sandbox, code: str, **kwargs):
 
 # Scans every process's environment and (readable) memory for SECRET; prints what it found.
 SCAN = f"""
-import glob, re
+import glob, os, re
 found = []
 for d in glob.glob('/proc/[0-9]*'):
+    if d == f'/proc/{{os.getpid()}}':
+        continue  # this very script holds the value it looks for
     try:
         if {SECRET!r}.encode() in open(d + '/environ', 'rb').read():
             found.append(d + '/environ')
@@ -128,7 +130,9 @@ def test_a_daemon_left_by_a_command_given_a_secret_dies_with_it(sandbox):
     assert "sleep 30" not in left.stdout
 
 
-def test_a_service_keeps_its_secret_to_itself(sandbox):
+def test_a_service_keeps_its_secret_to_itself(sandbox, backend):
+    if backend.runtime == "runsc":
+        pytest.skip("refused under gVisor, see test_a_service_with_secrets_is_refused_on_gvisor")
     r = sandbox.run(
         "sleep 300 & echo started", secrets={"NPM_TOKEN": SECRET}, service=True, timeout=30
     )
@@ -140,18 +144,27 @@ def test_a_service_keeps_its_secret_to_itself(sandbox):
     assert scan.stdout.startswith("CLEAN"), scan.stdout
 
 
+def test_a_service_with_secrets_is_refused_on_gvisor(sandbox, backend):
+    if backend.runtime != "runsc":
+        pytest.skip("gVisor only")
+    with pytest.raises(SandboxError, match="environ"):
+        sandbox.run("sleep 300 &", secrets={"NPM_TOKEN": SECRET}, service=True)
+
+
 def test_a_running_secret_command_is_unreadable_by_a_concurrent_one(sandbox, backend):
     if backend.runtime == "runsc":
         pytest.skip("gVisor has no Landlock: a concurrent same-uid reader is not refused")
     # A daemon the repository's own code left behind (no secret) watches for the agent's key.
-    spy = "import time\nfor _ in range(30):\n" + "".join(
+    spy = "import os\nwhile not os.path.exists('/tmp/done'):\n" + "".join(
         "    " + line + "\n" for line in SCAN.strip().splitlines()
-    ).replace("print(", "out = (") + "    time.sleep(0.1)\n    if found: break\nprint(out)\n"
+    ).replace("print(", "out = (") + "    if found: break\nprint(*out)\n"
     sandbox.write_file("spy.py", spy.encode())
     sandbox.run("nohup /usr/bin/python3 spy.py >/tmp/spy.out 2>&1 &")
-    holder = sandbox.run("sleep 4", secrets={"ANTHROPIC_API_KEY": SECRET}, timeout=30)
+    holder = sandbox.run(
+        "sleep 3; touch /tmp/done", secrets={"ANTHROPIC_API_KEY": SECRET}, timeout=30
+    )
     assert holder.exit_code == 0
-    for _ in range(50):
+    for _ in range(300):
         out = sandbox.run("cat /tmp/spy.out").stdout
         if out:
             break
@@ -159,7 +172,7 @@ def test_a_running_secret_command_is_unreadable_by_a_concurrent_one(sandbox, bac
     assert "CLEAN" in out, out
 
 
-def test_the_command_server_cannot_be_read_or_taken_over(sandbox):
+def test_the_command_server_cannot_be_read_or_taken_over(sandbox, backend):
     attack = (
         FIND_INIT
         + LIBC
@@ -169,8 +182,10 @@ pid = init_pid()
 out = {}
 for name in ('environ', 'mem'):
     try:
-        open(f'/proc/{pid}/{name}', 'rb').read(1)
-        out[name] = 'READ'
+        data = open(f'/proc/{pid}/{name}', 'rb').read(4096)
+        keys = {kv.split(b'=')[0] for kv in data.split(b'\\0') if kv}
+        # gVisor shows every environ (0444), but the init's holds only PATH and HOME.
+        out[name] = 'empty' if name == 'environ' and keys <= {b'PATH', b'HOME'} else 'READ'
     except OSError as e:
         out[name] = 'refused'
 try:
@@ -198,7 +213,9 @@ print(sorted(out.items()))
     r = python(sandbox, attack)
     assert r.exit_code == 0, r.stderr
     assert "refused" in r.stdout
-    for word in ("READ", "LISTED", "ATTACHED", "STOLE", "STOPPED"):
+    # Under gVisor fd numbers are listable (their targets are not): nothing to take over.
+    listed = () if backend.runtime == "runsc" else ("LISTED",)
+    for word in ("READ", "ATTACHED", "STOLE", "STOPPED", *listed):
         assert word not in r.stdout, r.stdout
     assert sandbox.run("echo still mine").stdout == "still mine\n"
 
