@@ -43,16 +43,17 @@ AUDIT_ARCH = {"x86_64": 0xC000003E, "aarch64": 0xC00000B7}
 
 # Refused outright. Names present on one architecture only are simply absent on the other.
 REFUSED = (
-    "ptrace process_vm_readv process_vm_writev pidfd_getfd kcmp setns "
-    "keyctl add_key request_key bpf perf_event_open userfaultfd "
-    "mount umount2 pivot_root fsopen fsconfig fsmount fspick open_tree move_mount mount_setattr "
-    "kexec_load kexec_file_load init_module finit_module delete_module "
-    "open_by_handle_at name_to_handle_at swapon swapoff reboot acct syslog vhangup "
-    "settimeofday clock_settime clock_adjtime quotactl lookup_dcookie "
-    "io_uring_setup io_uring_enter io_uring_register "
-    "set_mempolicy mbind move_pages "
-    "iopl ioperm uselib ustat sysfs _sysctl nfsservctl create_module get_kernel_syms query_module"
-).split()
+    *("ptrace", "process_vm_readv", "process_vm_writev", "pidfd_getfd", "kcmp", "setns"),
+    *("keyctl", "add_key", "request_key", "bpf", "perf_event_open", "userfaultfd"),
+    *("mount", "umount2", "pivot_root", "fsopen", "fsconfig", "fsmount", "fspick"),
+    *("open_tree", "move_mount", "mount_setattr"),
+    *("kexec_load", "kexec_file_load", "init_module", "finit_module", "delete_module"),
+    *("open_by_handle_at", "name_to_handle_at", "swapon", "swapoff", "reboot", "acct"),
+    *("syslog", "vhangup", "settimeofday", "clock_settime", "clock_adjtime", "quotactl"),
+    *("lookup_dcookie", "io_uring_setup", "io_uring_enter", "io_uring_register"),
+    *("set_mempolicy", "mbind", "move_pages", "iopl", "ioperm", "uselib", "ustat", "sysfs"),
+    *("_sysctl", "nfsservctl", "create_module", "get_kernel_syms", "query_module"),
+)
 # Refused only when their first argument (flags) asks for a new user namespace.
 REFUSED_WITH_NEWUSER = ("unshare", "clone")
 

@@ -155,9 +155,13 @@ def test_a_running_secret_command_is_unreadable_by_a_concurrent_one(sandbox, bac
     if backend.runtime == "runsc":
         pytest.skip("gVisor has no Landlock: a concurrent same-uid reader is not refused")
     # A daemon the repository's own code left behind (no secret) watches for the agent's key.
-    spy = "import os\nwhile not os.path.exists('/tmp/done'):\n" + "".join(
-        "    " + line + "\n" for line in SCAN.strip().splitlines()
-    ).replace("print(", "out = (") + "    if found: break\nprint(*out)\n"
+    spy = (
+        "import os\nwhile not os.path.exists('/tmp/done'):\n"
+        + "".join("    " + line + "\n" for line in SCAN.strip().splitlines()).replace(
+            "print(", "out = ("
+        )
+        + "    if found: break\nprint(*out)\n"
+    )
     sandbox.write_file("spy.py", spy.encode())
     sandbox.run("nohup /usr/bin/python3 spy.py >/tmp/spy.out 2>&1 &")
     holder = sandbox.run(
