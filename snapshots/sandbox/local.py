@@ -921,7 +921,7 @@ class LocalBackend(SandboxBackend):
         argv = self.bwrap_argv(network, state, info_w, block_r, etc_fds)
         userns_r, userns_w = os.pipe()
         seccomp_fd = seccomp_program_fd()
-        argv += init_privilege_argv(userns_r, seccomp_fd)
+        argv = with_workload_modes(argv) + init_privilege_argv(userns_r, seccomp_fd)
         fds = [lsock.fileno(), info_w, block_r, userns_r, seccomp_fd, *etc_fds.values()]
         if network.mode == "allowlist":
             argv += ["--bind", str(self.mount_base / f"{state['id']}.run"), "/run/inspect"]
@@ -1106,15 +1106,23 @@ INIT_CAPS = (
 )
 
 
+def with_workload_modes(argv: list[str]) -> list[str]:
+    """``argv`` with the sandbox's own directories opened to the workload: bwrap made them as
+    uid 0 inside (the init), so the scratch dirs become 1777 and /etc (0700 as the parent of
+    the ``--file`` copies) 0755, before the root is remounted read-only."""
+    modes = ["--chmod", "0755", "/etc"]
+    for scratch in ("/tmp", "/var/tmp", "/run", "/dev/shm"):
+        modes += ["--chmod", "1777", scratch]
+    at = argv.index("--remount-ro")
+    return [*argv[:at], *modes, *argv[at:]]
+
+
 def init_privilege_argv(userns_block_fd: int, seccomp_fd: int) -> list[str]:
     """bwrap options that make the init uid 0 of a user namespace the host maps itself (two
     uids: the init's and the workload's), with the capabilities in INIT_CAPS, under the
     seccomp filter (bwrap's --disable-userns cannot be combined with --userns-block-fd; the
     filter refuses nested user namespaces instead)."""
     argv = ["--uid", "0", "--gid", "0", "--userns-block-fd", str(userns_block_fd)]
-    # bwrap's mounts now belong to uid 0 inside: let the workload write its scratch dirs.
-    for scratch in ("/tmp", "/var/tmp", "/run"):
-        argv += ["--chmod", "1777", scratch]
     for cap in INIT_CAPS:
         argv += ["--cap-add", cap]
     return [*argv, "--seccomp", str(seccomp_fd)]
