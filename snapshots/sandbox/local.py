@@ -9,9 +9,12 @@ netns) alive, so background processes outlive the command that started them. Eve
 PTY and file operation is a request over the unix socket ``sandboxes/<id>/ctl.sock``; because
 the socket and ``state.json`` are all a client needs, a restarted worker simply ``attach()`` es.
 
-The init runs as an unprivileged host uid (``sandbox_uid``) inside its own user namespace, so
-even a namespace escape lands as a nobody; the host never follows sandbox-made symlinks
-(file operations are executed by the init, inside the sandbox).
+Two unprivileged host uids: the init is uid 0 of the sandbox's own user namespace, mapped to
+``init_uid``, with a few capabilities there only (``INIT_CAPS``); every command runs as
+``sandbox_uid`` with none, under the seccomp filter of ``seccomp.py``. So even a namespace escape
+lands as a nobody, and no command can signal, trace or read the init, whose socket is not in the
+sandbox. The host never follows sandbox-made symlinks (file operations are executed by the
+init, inside the sandbox, one component at a time without following symlinks).
 """
 
 from __future__ import annotations
@@ -1089,7 +1092,7 @@ class LocalBackend(SandboxBackend):
                 "(kvm hangs on this machine's 2022 build)"
             )
             lines += [f"runsc known issue: {issue}" for issue in runsc.known_issues()]
-        lines.append(f"sandbox uid: {self.uid}")
+        lines.append(f"sandbox uid: {self.uid} (commands), {self.init_uid} (command server)")
         return lines
 
 

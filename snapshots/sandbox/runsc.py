@@ -7,6 +7,12 @@ kernel. Differences from bubblewrap, all forced by gVisor:
 * No fd passing into the sandbox: the init binds its control socket itself at
   ``/run/inspect/ctl.sock``, a host directory bind-mounted in; ``--host-uds=all`` lets that socket
   (and the egress proxy's) cross the gVisor boundary.
+* The init is gVisor's root with ``INIT_CAPS`` only and starts every command as the workload
+  uid; it installs the seccomp filter on itself first, and its socket is 0600 in a root-owned
+  directory. This build allows a child subreaper only as pid 1, so a contained command's tree
+  is found by a supplementary group of its own (see ``sandbox_init.run_reaper``); it has no
+  Landlock, and shows every process's ``/proc/<pid>/environ`` to every other (mode 0444), so
+  ``start`` services with secrets are refused here.
 * Limits: runsc applies memory/cpu ``linux.resources`` to cgroups it creates at
   ``/sys/fs/cgroup/<controller>/inspect-sandboxes/<id>``. Memory is charged to the sentry as a
   whole, so hitting the limit OOM-kills the entire sandbox (reported as ``limit_hit='memory'``,

@@ -22,6 +22,7 @@ is ``<HBBI`` (code, jump-if-true, jump-if-false, k) and the kernel hands the pro
 from __future__ import annotations
 
 import errno
+import functools
 import platform
 import struct
 
@@ -100,6 +101,7 @@ def _insn(code: int, k: int, jt: int = 0, jf: int = 0) -> bytes:
     return struct.pack("<HBBI", code, jt, jf, k)
 
 
+@functools.cache
 def build_filter(machine: str | None = None) -> bytes:
     """The filter for ``machine`` (default: this one, ``uname -m``) as the raw
     ``struct sock_filter`` array bubblewrap's ``--seccomp`` reads."""
