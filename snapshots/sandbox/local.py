@@ -1093,6 +1093,13 @@ class LocalBackend(SandboxBackend):
             )
             lines += [f"runsc known issue: {issue}" for issue in runsc.known_issues()]
         lines.append(f"sandbox uid: {self.uid} (commands), {self.init_uid} (command server)")
+        abi = seccomp.landlock_abi()
+        lines.append(
+            f"secrets: commands given secrets run in their own Landlock domain (ABI {abi})"
+            if abi and self.runtime == "bwrap"
+            else "secrets: NO Landlock here: a running command's environment is readable by "
+            "other commands of the sandbox while it runs (it is still ended when it returns)"
+        )
         return lines
 
 

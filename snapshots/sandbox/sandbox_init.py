@@ -481,15 +481,17 @@ class Contained:
             self.stdout, self.stderr = os.fdopen(out_r, "rb", 0), os.fdopen(err_r, "rb", 0)
         else:
             fds, mine = [stdio["stdin"]] * 3, []
-        msg = jdump({"argv": shim, "env": env, "cwd": cwd, "service": service})
         try:
             with LAUNCHER_LOCK:
-                socket.send_fds(LAUNCHER, [msg], [*fds, theirs.fileno()])
+                socket.send_fds(LAUNCHER, [b"run"], [*fds, theirs.fileno()])
         finally:
             theirs.close()
             for fd in mine:
                 os.close(fd)
         self._ctl = ours
+        # The request goes over the command's own stream (no datagram size limit on env).
+        with contextlib.suppress(OSError):  # no reaper (fork failed): its reply says why
+            ours.sendall(jdump({"argv": shim, "env": env, "cwd": cwd, "service": service}) + b"\n")
         self._lines = ours.makefile("rb")
         reply = self._read()
         if "pid" not in reply:
@@ -537,13 +539,11 @@ def start_launcher():
 
 
 def launcher_loop(sock):
-    for fd in range(3, 1024):
-        if fd != sock.fileno():
-            with contextlib.suppress(OSError):
-                os.close(fd)
+    os.closerange(3, sock.fileno())  # the listening socket above all
+    os.closerange(sock.fileno() + 1, 1024)
     signal.signal(signal.SIGCHLD, signal.SIG_IGN)  # reapers are reaped by the kernel
     while True:
-        msg, fds, _, _ = socket.recv_fds(sock, 1 << 22, 8)
+        msg, fds, _, _ = socket.recv_fds(sock, 16, 8)
         if not msg:
             return
         try:
@@ -553,7 +553,7 @@ def launcher_loop(sock):
         if pid == 0:
             sock.close()
             try:
-                run_reaper(json.loads(msg), fds)
+                run_reaper(fds)
             finally:
                 os._exit(0)
         if pid is None:
@@ -563,11 +563,13 @@ def launcher_loop(sock):
             os.close(fd)
 
 
-def run_reaper(req, fds):
+def run_reaper(fds):
     """Start one contained command and end everything it leaves when it returns."""
     signal.signal(signal.SIGCHLD, signal.SIG_DFL)
     *stdio, ctl_fd = fds
     ctl = socket.socket(fileno=ctl_fd)
+    with ctl.makefile("rb") as lines:
+        req = json.loads(lines.readline())
     # Orphans of the command (double forks, setsid daemons) become our children, not the
     # init's: nothing it starts can leave the tree we end. gVisor (this build) allows a child
     # subreaper only as pid 1; there the tree is marked instead, with a supplementary group of

@@ -93,6 +93,17 @@ SYSCALLS = {
 }  # fmt: skip
 
 
+def landlock_abi() -> int:
+    """The kernel's Landlock ABI version (0 without Landlock): the local backend gives every
+    command given secrets a Landlock domain of its own (see sandbox_init.enter_own_domain)."""
+    import ctypes
+
+    libc = ctypes.CDLL(None, use_errno=True)
+    libc.syscall.restype = ctypes.c_long
+    version = libc.syscall(ctypes.c_long(444), None, ctypes.c_size_t(0), ctypes.c_uint32(1))
+    return max(0, int(version))
+
+
 class UnsupportedArchitecture(RuntimeError):
     """No syscall table for this machine: the sandbox must not start without its filter."""
 

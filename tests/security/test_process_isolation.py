@@ -294,3 +294,15 @@ for name in ('keyctl', 'add_key', 'bpf', 'perf_event_open', 'userfaultfd', 'moun
     )
     lines = dict(line.split() for line in r.stdout.splitlines())
     assert lines and all(err == "1" for err in lines.values()), r.stdout
+
+
+def test_the_filter_exists_for_x86_64_and_aarch64_and_nothing_else():
+    from snapshots.sandbox import seccomp
+
+    for machine in ("x86_64", "aarch64"):
+        program = seccomp.build_filter(machine)
+        assert len(program) % 8 == 0 and len(program) // 8 < 4096  # BPF_MAXINSNS
+        arch = seccomp.AUDIT_ARCH[machine].to_bytes(4, "little")
+        assert program[8 + 4 : 8 + 8] == arch  # the second instruction checks the ABI
+    with pytest.raises(seccomp.UnsupportedArchitecture, match="riscv64"):
+        seccomp.build_filter("riscv64")
