@@ -490,7 +490,7 @@ class LocalBackend(SandboxBackend):
     ``force_copy``: skip overlayfs and copy snapshots (what happens where overlay is missing).
     ``egress_hosts``: name -> address overrides for the allowlist proxy (tests, split DNS).
     ``init_uid``: the host uid of the sandbox's command server (uid 0 of its user namespace;
-    default ``sandbox_uid + 1``): different from the workload's, so commands cannot signal,
+    default ``sandbox_uid + INIT_UID_OFFSET``): not the workload's, so commands cannot signal,
     trace or read it.
     """
 
@@ -512,7 +512,7 @@ class LocalBackend(SandboxBackend):
         self.name = f"local-{runtime}"
         self.root = Path(root).absolute()
         self.uid = self.gid = sandbox_uid
-        self.init_uid = init_uid if init_uid is not None else sandbox_uid + 1
+        self.init_uid = init_uid if init_uid is not None else sandbox_uid + INIT_UID_OFFSET
         if self.init_uid == self.uid:
             raise ValueError("init_uid must differ from sandbox_uid (the workload's uid)")
         self.egress_hosts = dict(egress_hosts or {})
@@ -1103,6 +1103,9 @@ class LocalBackend(SandboxBackend):
         return lines
 
 
+# The command server's host uid, relative to the workload's (other helpers' uids, e.g. the NAT
+# helper's, sit right above sandbox_uid).
+INIT_UID_OFFSET = 999
 INIT_CAPS = (
     # What the command server keeps, inside its own user namespace only: starting commands
     # as the workload uid, ending them, and giving the files it writes to the workload.
