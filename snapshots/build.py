@@ -164,8 +164,9 @@ def _build(repository: Repository, branch: str, build_log: BuildLog) -> Snapshot
             try:
                 for command in recipe.setup:
                     build_log.write(f"$ {command}")
-                    # Secrets go to this exec only, never the sandbox's env or its files.
-                    handle = sandbox.exec(command, cwd="/workspace", env=env)
+                    # Secrets go to this exec only (contained: its tree ends with it), never
+                    # the sandbox's env or its files.
+                    handle = sandbox.exec(command, cwd="/workspace", secrets=env)
                     for line in handle:
                         build_log.write(line.text)
                     result = handle.wait()

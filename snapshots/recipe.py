@@ -6,6 +6,7 @@ RecipeError naming the key, so a typo never silently drops a setup step.
 
 from __future__ import annotations
 
+import re
 import tomllib
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -50,9 +51,22 @@ class Preview:
 
 
 @dataclass(frozen=True)
+class StartCommand:
+    """One `start` entry, run after every restore. A plain string gets no secrets. A service
+    that needs some names them (`{command = "...", secrets = ["NPM_TOKEN"]}`): only it gets
+    them, it keeps running, and no other command can read them (see Sandbox.exec)."""
+
+    command: str
+    secrets: tuple[str, ...] = ()
+
+    def __str__(self) -> str:
+        return self.command
+
+
+@dataclass(frozen=True)
 class Recipe:
     setup: tuple[str, ...] = ()
-    start: tuple[str, ...] = ()
+    start: tuple[StartCommand, ...] = ()
     verify: tuple[str, ...] = ()
     preview: Preview | None = None
     ui: tuple[str, ...] = ()
@@ -71,6 +85,44 @@ def _commands(data: dict, key: str, where: str) -> tuple[str, ...]:
     if not isinstance(value, list) or not all(isinstance(v, str) and v.strip() for v in value):
         raise RecipeError(f"{where}: '{key}' must be a list of non-empty command strings")
     return tuple(value)
+
+
+_ENV_NAME = re.compile(r"^[A-Za-z_][A-Za-z0-9_]*$")
+
+
+def _start_commands(data: dict, where: str) -> tuple[StartCommand, ...]:
+    value = data.get("start", [])
+    if isinstance(value, str | dict):
+        value = [value]
+    if not isinstance(value, list):
+        raise RecipeError(f"{where}: 'start' must be a list of commands")
+    commands = []
+    for entry in value:
+        if isinstance(entry, str) and entry.strip():
+            commands.append(StartCommand(entry))
+            continue
+        if not isinstance(entry, dict):
+            raise RecipeError(
+                f"{where}: each 'start' entry is a command string or a table like "
+                '{ command = "...", secrets = ["NAME"] }'
+            )
+        unknown = sorted(set(entry) - {"command", "secrets"})
+        if unknown:
+            raise RecipeError(
+                f"{where}: unknown key start.{unknown[0]}; known keys are command, secrets"
+            )
+        command, names = entry.get("command"), entry.get("secrets", [])
+        if not isinstance(command, str) or not command.strip():
+            raise RecipeError(f"{where}: a 'start' table needs a non-empty command string")
+        if not isinstance(names, list) or not all(
+            isinstance(n, str) and _ENV_NAME.match(n) for n in names
+        ):
+            raise RecipeError(
+                f"{where}: start.secrets of {command!r} must be a list of secret names "
+                "(letters, digits and _)"
+            )
+        commands.append(StartCommand(command, tuple(names)))
+    return tuple(commands)
 
 
 _PREVIEW_KEYS = {"command", "url", "ready_path", "paths", "window", "ready_seconds"}
@@ -146,7 +198,7 @@ def parse_recipe(text: str, *, where: str = RECIPE_PATH) -> Recipe:
         raise RecipeError(f"{where}: 'ui' must be a list of glob strings")
     return Recipe(
         setup=_commands(data, "setup", where),
-        start=_commands(data, "start", where),
+        start=_start_commands(data, where),
         verify=_commands(data, "verify", where),
         preview=preview,
         ui=tuple(ui),

@@ -101,20 +101,39 @@ def restore_sandbox(
             timings["sync_ms"] = _ms(started)
         if run_start and recipe.start:
             started = time.perf_counter()
-            secrets = _secret_env(repository)
-            for command in recipe.start:
-                # Secrets go to the start command only, never the sandbox's own environment.
-                result = sandbox.run(command, cwd="/workspace", timeout=300, env=secrets)
-                if not result.ok:
-                    raise SandboxError(
-                        f"start command {command!r} failed with exit code {result.exit_code}: "
-                        f"{result.stderr.strip()[-500:]}"
-                    )
+            run_start_commands(restored, repository)
             timings["start_ms"] = _ms(started)
     except BaseException:
         sandbox.terminate()
         raise
     return restored
+
+
+def run_start_commands(restored: Restored, repository: Repository) -> None:
+    """Run the recipe's `start` commands. Only a command that names secrets gets them, and
+    runs as a service: it keeps running, and no other command can read what it was given."""
+    recipe, sandbox = restored.recipe, restored.sandbox
+    available = _secret_env(repository) if any(c.secrets for c in recipe.start) else {}
+    for entry in recipe.start:
+        missing = [name for name in entry.secrets if name not in available]
+        if missing:
+            raise SandboxError(
+                f"start command {entry.command!r} needs the secret {missing[0]}, which "
+                f"repository {repository.name} does not have: add it on the repository's "
+                "secrets page or remove it from the recipe"
+            )
+        result = sandbox.run(
+            entry.command,
+            cwd="/workspace",
+            timeout=300,
+            secrets={name: available[name] for name in entry.secrets} or None,
+            service=bool(entry.secrets),
+        )
+        if not result.ok:
+            raise SandboxError(
+                f"start command {entry.command!r} failed with exit code {result.exit_code}: "
+                f"{result.stderr.strip()[-500:]}"
+            )
 
 
 def sync_drift(restored: Restored, repository: Repository, *, fetch: bool = False) -> None:
@@ -154,7 +173,7 @@ def sync_drift(restored: Restored, repository: Repository, *, fetch: bool = Fals
         restored.stale = True
         secrets = _secret_env(repository)
         for command in restored.recipe.setup:
-            result = sandbox.run(command, cwd="/workspace", env=secrets)
+            result = sandbox.run(command, cwd="/workspace", secrets=secrets)
             if not result.ok:
                 raise SandboxError(
                     f"re-running setup after {changed_lockfiles[0]} changed failed: "

@@ -100,18 +100,26 @@ class CliAgent(AgentRuntime):
 
     def run(self, turn: Turn) -> Iterator[AgentEvent]:
         check = turn.sandbox.run(
-            ["/bin/sh", "-c", f"command -v {shlex.quote(self.binary)}"], env=turn.env, timeout=30
+            ["/bin/sh", "-c", f"command -v {shlex.quote(self.binary)}"],
+            secrets=turn.env,  # the same PATH and secrets as the CLI itself
+            timeout=30,
         )
         if check.exit_code != 0:
             raise AgentError(self.missing_message())
-        env = {**turn.env, **self.process_env, "INSPECT_PROMPT": turn.prompt}
+        # The CLI's key and the agent's secrets: contained, so nothing it leaves behind (and
+        # no other command, while it runs) can read them.
+        secrets = {**turn.env, **self.process_env}
         argv = ["/bin/sh", "-c", PIPE_PROMPT, "sh", *self.argv(turn)]
         with self._lock:
             if self._stopped.is_set():
                 yield AgentEvent("done", {"stopped": True})
                 return
             self._handle = turn.sandbox.exec(
-                argv, env=env, cwd=WORKSPACE, timeout=turn.limits.wall_seconds
+                argv,
+                env={"INSPECT_PROMPT": turn.prompt},
+                secrets=secrets,
+                cwd=WORKSPACE,
+                timeout=turn.limits.wall_seconds,
             )
         parser = self.parser()
         tokens = 0

@@ -51,7 +51,6 @@ class CommandAgent(AgentRuntime):
 
     def run(self, turn: Turn) -> Iterator[AgentEvent]:
         env = {
-            **turn.env,
             "INSPECT_PROMPT": turn.prompt,
             "INSPECT_AUTHOR": turn.author.username,
             "INSPECT_AUTHOR_EMAIL": turn.author.email,
@@ -60,6 +59,7 @@ class CommandAgent(AgentRuntime):
         self._handle = turn.sandbox.exec(
             ["/bin/sh", "-c", WITH_PROMPT_ON_STDIN],
             env=env,
+            secrets=turn.env,  # the agent-scoped repository secrets, if any: contained
             cwd="/workspace",
             timeout=turn.limits.wall_seconds,
         )

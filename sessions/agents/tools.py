@@ -286,8 +286,9 @@ class Toolbox:
         with self._lock:
             if self.stopped.is_set():
                 raise Stopped()
+            # The agent's secrets make each command contained (see Sandbox.exec).
             self._handle = self.sandbox.exec(
-                command, env=self.env, cwd="/workspace", timeout=timeout
+                command, secrets=self.env, cwd="/workspace", timeout=timeout
             )
             return self._handle
 

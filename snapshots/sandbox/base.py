@@ -350,9 +350,17 @@ class Sandbox(ABC):
         env: Mapping[str, str] | None = None,
         cwd: str | None = None,
         timeout: float | None = None,
+        secrets: Mapping[str, str] | None = None,
+        service: bool = False,
     ) -> ExecHandle:
         """Start ``command`` and return at once. ``cwd`` is workspace-relative (or absolute
-        inside the sandbox); ``env`` is added to the sandbox's environment."""
+        inside the sandbox); ``env`` is added to the sandbox's environment.
+
+        ``secrets`` are added to this command's environment only, and make it *contained*:
+        no other command can read its environment or memory, and when it returns everything
+        it started is ended with it. ``service=True`` (a recipe ``start`` service that
+        declared secrets) keeps what it started running, still unreadable by other commands.
+        """
 
     def run(
         self,
@@ -361,9 +369,13 @@ class Sandbox(ABC):
         env: Mapping[str, str] | None = None,
         cwd: str | None = None,
         timeout: float | None = None,
+        secrets: Mapping[str, str] | None = None,
+        service: bool = False,
     ) -> ExecResult:
         """Run ``command`` to completion and return its result with the collected output."""
-        handle = self.exec(command, env=env, cwd=cwd, timeout=timeout)
+        handle = self.exec(
+            command, env=env, cwd=cwd, timeout=timeout, secrets=secrets, service=service
+        )
         lines = list(handle)
         result = handle.wait()
         if result.output:

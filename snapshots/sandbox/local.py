@@ -9,9 +9,12 @@ netns) alive, so background processes outlive the command that started them. Eve
 PTY and file operation is a request over the unix socket ``sandboxes/<id>/ctl.sock``; because
 the socket and ``state.json`` are all a client needs, a restarted worker simply ``attach()`` es.
 
-The init runs as an unprivileged host uid (``sandbox_uid``) inside its own user namespace, so
-even a namespace escape lands as a nobody; the host never follows sandbox-made symlinks
-(file operations are executed by the init, inside the sandbox).
+Two unprivileged host uids: the init is uid 0 of the sandbox's own user namespace, mapped to
+``init_uid``, with a few capabilities there only (``INIT_CAPS``); every command runs as
+``sandbox_uid`` with none, under the seccomp filter of ``seccomp.py``. So even a namespace escape
+lands as a nobody, and no command can signal, trace or read the init, whose socket is not in the
+sandbox. The host never follows sandbox-made symlinks (file operations are executed by the
+init, inside the sandbox, one component at a time without following symlinks).
 """
 
 from __future__ import annotations
@@ -35,7 +38,7 @@ from collections.abc import Iterator, Mapping, Sequence
 from pathlib import Path
 from typing import Any
 
-from snapshots.sandbox import netns, protocol, quota
+from snapshots.sandbox import netns, protocol, quota, seccomp
 from snapshots.sandbox.base import (
     WORKSPACE,
     BackendUnavailable,
@@ -390,12 +393,25 @@ class LocalSandbox(Sandbox):
         env: Mapping[str, str] | None = None,
         cwd: str | None = None,
         timeout: float | None = None,
+        secrets: Mapping[str, str] | None = None,
+        service: bool = False,
     ) -> LocalExecHandle:
         limits = Limits(**self.state["limits"])
+        if service and secrets and self.state.get("runtime") == "runsc":
+            # This gVisor build shows /proc/<pid>/environ to every process (mode 0444): a
+            # long-running holder of secrets would hand them to every later command.
+            raise SandboxError(
+                "a start service with secrets cannot run under gVisor (runsc): its "
+                "/proc/<pid>/environ is readable by every process there. Use the bwrap "
+                "runtime (INSPECT_SANDBOX_RUNTIME), or start the service without secrets"
+            )
         req = {
             "op": "exec",
             "argv": self._argv(command),
-            "env": dict(env or {}),
+            "env": {**(env or {}), **(secrets or {})},
+            # Run by a reaper of its own, unreadable by other commands, its tree ended on return.
+            "contain": bool(secrets) or service,
+            "service": service,
             "cwd": self._cwd(cwd),
             "timeout": limits.exec_timeout(timeout),
         }
@@ -504,6 +520,9 @@ class LocalBackend(SandboxBackend):
     ``egress_exceptions``/``egress_deny``: the operator's private-address exceptions and extra
     deny-list networks (``netns.py``); ``nat_gid``: the host group NAT and proxy processes run
     under, which the host nftables table confines (default ``sandbox_uid + 1``).
+    ``init_uid``: the host uid of the sandbox's command server (uid 0 of its user namespace;
+    default ``sandbox_uid + INIT_UID_OFFSET``): not the workload's, so commands cannot signal,
+    trace or read it.
     """
 
     def __init__(
@@ -520,6 +539,7 @@ class LocalBackend(SandboxBackend):
         egress_exceptions: Sequence[netns.EgressException] = (),
         egress_deny: Sequence[netns.IPNetwork] = (),
         nat_gid: int | None = None,
+        init_uid: int | None = None,
     ) -> None:
         if runtime not in ("bwrap", "runsc"):
             raise ValueError(f"unknown runtime {runtime!r} (expected 'bwrap' or 'runsc')")
@@ -527,6 +547,9 @@ class LocalBackend(SandboxBackend):
         self.name = f"local-{runtime}"
         self.root = Path(root).absolute()
         self.uid = self.gid = sandbox_uid
+        self.init_uid = init_uid if init_uid is not None else sandbox_uid + INIT_UID_OFFSET
+        if self.init_uid == self.uid:
+            raise ValueError("init_uid must differ from sandbox_uid (the workload's uid)")
         self.egress_hosts = dict(egress_hosts or {})
         self.disk_bytes = disk_bytes
         self.quota_problem = quota.problem()
@@ -826,7 +849,12 @@ class LocalBackend(SandboxBackend):
         if self.cgroup_problem is None and self.runtime == "bwrap":
             cg = Cgroups.create(state["id"], limits)
             state["cgroups"] = {k: str(v) for k, v in cg.paths.items()}
-        config: dict[str, Any] = {"env": env, "lifetime_seconds": limits.lifetime_seconds}
+        config: dict[str, Any] = {
+            "env": env,
+            "lifetime_seconds": limits.lifetime_seconds,
+            "workload_uid": self.uid,
+            "workload_gid": self.gid,
+        }
         rl: dict[str, int] = {}
         if self.cgroup_problem is not None and limits.memory_mb:
             # Weaker fallback: per process, and limit hits are not attributed.
@@ -998,7 +1026,10 @@ class LocalBackend(SandboxBackend):
             names.append("resolv.conf")
         etc_fds = {name: os.open(self._etc / name, os.O_RDONLY) for name in names}
         argv = self.bwrap_argv(network, state, info_w, block_r, etc_fds)
-        fds = [lsock.fileno(), info_w, block_r, *etc_fds.values()]
+        userns_r, userns_w = os.pipe()
+        seccomp_fd = seccomp_program_fd()
+        argv = with_workload_modes(argv) + init_privilege_argv(userns_r, seccomp_fd)
+        fds = [lsock.fileno(), info_w, block_r, userns_r, seccomp_fd, *etc_fds.values()]
         if network.mode == "allowlist":
             argv += ["--bind", str(self.mount_base / f"{state['id']}.run"), "/run/inspect"]
         argv += [SANDBOX_PYTHON, "-I", "-S", "-c", INIT_BOOT]
@@ -1010,8 +1041,10 @@ class LocalBackend(SandboxBackend):
                 stdout=logf,
                 stderr=logf,
                 pass_fds=fds,
-                user=self.uid,
-                group=self.gid,
+                # bwrap makes the user namespace as the init's uid; we then map that uid to
+                # 0 inside and the workload's uid to itself (see map_sandbox_uids).
+                user=self.init_uid,
+                group=self.init_uid,
                 extra_groups=[],
                 start_new_session=True,
                 # bwrap itself is pid 1 inside and its /proc/1/environ is readable there: it
@@ -1021,7 +1054,7 @@ class LocalBackend(SandboxBackend):
         finally:
             logf.close()
             lsock.close()
-            for fd in (info_w, block_r, *etc_fds.values()):
+            for fd in (info_w, block_r, userns_r, seccomp_fd, *etc_fds.values()):
                 os.close(fd)
         self._procs[state["id"]] = proc
         assert proc.stdin is not None
@@ -1030,9 +1063,15 @@ class LocalBackend(SandboxBackend):
         proc.stdin.close()
         try:
             info = self._read_info(info_r, proc, sdir)
+            child = int(info["child-pid"])
+            try:
+                map_sandbox_uids(child, self.init_uid, self.uid, self.gid)
+                os.write(userns_w, b"1")
+            except OSError:
+                pass  # bwrap died: reported below, when block_fd cannot be written either
         finally:
             os.close(info_r)
-        child = int(info["child-pid"])
+            os.close(userns_w)
         if network.mode == "open":
             try:
                 self._start_nat(sdir, state, pid=child)
@@ -1189,8 +1228,71 @@ class LocalBackend(SandboxBackend):
             else f"egress open: slirp4netns NAT, deny list in nftables table "
             f"inspect_egress_{self.nat_gid} ({len(self.egress_exceptions)} operator exceptions)"
         )
-        lines.append(f"sandbox uid: {self.uid}")
+        lines.append(f"sandbox uid: {self.uid} (commands), {self.init_uid} (command server)")
+        abi = seccomp.landlock_abi()
+        lines.append(
+            f"secrets: commands given secrets run in their own Landlock domain (ABI {abi})"
+            if abi and self.runtime == "bwrap"
+            else "secrets: NO Landlock here: a running command's environment is readable by "
+            "other commands of the sandbox while it runs (it is still ended when it returns)"
+        )
         return lines
+
+
+# The command server's host uid, relative to the workload's (other helpers' uids, e.g. the NAT
+# helper's, sit right above sandbox_uid).
+INIT_UID_OFFSET = 999
+INIT_CAPS = (
+    # What the command server keeps, inside its own user namespace only: starting commands
+    # as the workload uid, ending them, and giving the files it writes to the workload.
+    "CAP_SETUID",
+    "CAP_SETGID",
+    "CAP_KILL",
+    "CAP_CHOWN",
+    "CAP_FOWNER",
+    "CAP_DAC_OVERRIDE",
+    "CAP_DAC_READ_SEARCH",
+)
+
+
+def with_workload_modes(argv: list[str]) -> list[str]:
+    """``argv`` with the sandbox's own directories opened to the workload: bwrap made them as
+    uid 0 inside (the init), so the scratch dirs become 1777 and /etc (0700 as the parent of
+    the ``--file`` copies) 0755, before the root is remounted read-only."""
+    modes = ["--chmod", "0755", "/etc"]
+    for scratch in ("/tmp", "/var/tmp", "/run", "/dev/shm"):
+        modes += ["--chmod", "1777", scratch]
+    at = argv.index("--remount-ro")
+    return [*argv[:at], *modes, *argv[at:]]
+
+
+def init_privilege_argv(userns_block_fd: int, seccomp_fd: int) -> list[str]:
+    """bwrap options that make the init uid 0 of a user namespace the host maps itself (two
+    uids: the init's and the workload's), with the capabilities in INIT_CAPS, under the
+    seccomp filter (bwrap's --disable-userns cannot be combined with --userns-block-fd; the
+    filter refuses nested user namespaces instead)."""
+    argv = ["--uid", "0", "--gid", "0", "--userns-block-fd", str(userns_block_fd)]
+    for cap in INIT_CAPS:
+        argv += ["--cap-add", cap]
+    return [*argv, "--seccomp", str(seccomp_fd)]
+
+
+def map_sandbox_uids(pid: int, init_uid: int, uid: int, gid: int) -> None:
+    """Write the user namespace maps of bwrap's child ``pid``: 0 -> ``init_uid`` (the init)
+    and the workload's own ids to themselves. Only root on the host can map two ids."""
+    Path(f"/proc/{pid}/uid_map").write_text(f"0 {init_uid} 1\n{uid} {uid} 1\n")
+    Path(f"/proc/{pid}/gid_map").write_text(f"0 {init_uid} 1\n{gid} {gid} 1\n")
+
+
+def seccomp_program_fd() -> int:
+    """A pipe's read end holding the seccomp program (it fits in the pipe buffer)."""
+    program = seccomp.build_filter()
+    r, w = os.pipe()
+    try:
+        os.write(w, program)
+    finally:
+        os.close(w)
+    return r
 
 
 def _private_dir_args(state: dict[str, Any]) -> list[str]:

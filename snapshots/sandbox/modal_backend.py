@@ -695,7 +695,12 @@ class ModalSandbox(Sandbox):
         env: Mapping[str, str] | None = None,
         cwd: str | None = None,
         timeout: float | None = None,
+        secrets: Mapping[str, str] | None = None,
+        service: bool = False,
     ) -> ExecHandle:
+        # Modal runs each exec in its own process tree; the local backend's containment
+        # (reaper, Landlock domain) has no equivalent here, so secrets are plain env.
+        env = {**(env or {}), **(secrets or {})}
         argv = ["/bin/sh", "-c", command] if isinstance(command, str) else list(command)
         if not argv:
             raise ValueError("empty command")

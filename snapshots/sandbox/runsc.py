@@ -7,6 +7,12 @@ kernel. Differences from bubblewrap, all forced by gVisor:
 * No fd passing into the sandbox: the init binds its control socket itself at
   ``/run/inspect/ctl.sock``, a host directory bind-mounted in; ``--host-uds=all`` lets that socket
   (and the egress proxy's) cross the gVisor boundary.
+* The init is gVisor's root with ``INIT_CAPS`` only and starts every command as the workload
+  uid; it installs the seccomp filter on itself first, and its socket is 0600 in a root-owned
+  directory. This build allows a child subreaper only as pid 1, so a contained command's tree
+  is found by a supplementary group of its own (see ``sandbox_init.run_reaper``); it has no
+  Landlock, and shows every process's ``/proc/<pid>/environ`` to every other (mode 0444), so
+  ``start`` services with secrets are refused here.
 * Limits: runsc applies memory/cpu ``linux.resources`` to cgroups it creates at
   ``/sys/fs/cgroup/<controller>/inspect-sandboxes/<id>``. Memory is charged to the sentry as a
   whole, so hitting the limit OOM-kills the entire sandbox (reported as ``limit_hit='memory'``,
@@ -20,6 +26,7 @@ kernel. Differences from bubblewrap, all forced by gVisor:
 
 from __future__ import annotations
 
+import base64
 import contextlib
 import functools
 import json
@@ -31,6 +38,7 @@ import time
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
+from snapshots.sandbox import seccomp
 from snapshots.sandbox.base import WORKSPACE, NetworkPolicy, SandboxError
 
 if TYPE_CHECKING:
@@ -140,7 +148,7 @@ def _spec(
     network: NetworkPolicy,
     run_dir: Path,
 ) -> dict[str, Any]:
-    from snapshots.sandbox.local import INIT_BOOT, SANDBOX_PYTHON
+    from snapshots.sandbox.local import INIT_BOOT, INIT_CAPS, SANDBOX_PYTHON
 
     limits = state["limits"]
     resources: dict[str, Any] = {}
@@ -214,18 +222,21 @@ def _spec(
     netns_spec: dict[str, str] = {"type": "network"}
     if network.mode == "open":
         netns_spec["path"] = state["netns_path"]
+    caps = list(INIT_CAPS)
     return {
         "ociVersion": "1.0.0",
         "process": {
-            "user": {"uid": backend.uid, "gid": backend.gid},
+            # The init is gVisor's root with INIT_CAPS only; it starts every command as the
+            # workload uid (backend.uid), which then holds no capability at all.
+            "user": {"uid": 0, "gid": 0},
             "args": [SANDBOX_PYTHON, "-I", "-S", "-c", INIT_BOOT],
             "env": ["PATH=/usr/bin:/bin", "HOME=/tmp"],
             "cwd": WORKSPACE,
             "capabilities": {
-                "bounding": [],
-                "effective": [],
+                "bounding": caps,
+                "effective": caps,
                 "inheritable": [],
-                "permitted": [],
+                "permitted": caps,
                 "ambient": [],
             },
             "noNewPrivileges": True,
@@ -268,7 +279,13 @@ def spawn(
         state["netns_path"] = f"/proc/{holder.pid}/ns/net"
         backend._start_nat(sdir, state, netns_path=state["netns_path"])
     run_dir = backend.mount_base / f"{state['id']}.run"
-    os.chown(run_dir, backend.uid, backend.gid)  # the init creates its socket there
+    # Root's (the init's, inside): the workload can neither replace nor reach the init's
+    # socket there (the init makes it 0600).
+    os.chown(run_dir, 0, 0)
+    run_dir.chmod(0o755)
+    # gVisor runs its own seccomp for the sentry; this one is for the sandbox's processes, and
+    # the init installs it on itself before anything else.
+    config["seccomp"] = base64.b64encode(seccomp.build_filter()).decode()
     bundle = sdir / "bundle"
     bundle.mkdir()
     (bundle / "config.json").write_text(json.dumps(_spec(backend, state, network, run_dir)))

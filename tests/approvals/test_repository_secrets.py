@@ -17,7 +17,8 @@ TOKEN = "tok-" + random.token_hex(16)
 RECIPE = (
     'setup = ["test -n \\"$DEPLOY_TOKEN\\" && echo setup got $DEPLOY_TOKEN'
     ' && echo ${#DEPLOY_TOKEN} > token-length"]\n'
-    'start = ["test -n \\"$DEPLOY_TOKEN\\""]\n'
+    # A start command gets a secret only by naming it (it then runs as a service).
+    'start = [{command = "test -n \\"$DEPLOY_TOKEN\\"", secrets = ["DEPLOY_TOKEN"]}]\n'
 )
 
 

@@ -1,6 +1,6 @@
 import pytest
 
-from snapshots.recipe import RecipeError, parse_recipe
+from snapshots.recipe import RecipeError, StartCommand, parse_recipe
 
 FULL = """
 setup   = ["pip install -e .[dev]"]
@@ -38,8 +38,23 @@ def test_an_empty_recipe_means_no_network_and_nothing_to_run():
         ("egress = { mode = 'sometimes' }", "egress: unknown network mode 'sometimes'"),
         ("refresh_minutes = 0", "'refresh_minutes' must be a whole number"),
         ("preview = { command = 'serve' }", "'preview' needs a command and a url"),
+        ("start = [{ secrets = ['A'] }]", "a 'start' table needs a non-empty command"),
+        ("start = [{ command = 'x', secret = ['A'] }]", "unknown key start.secret"),
+        ("start = [{ command = 'x', secrets = ['NPM-TOKEN'] }]", "must be a list of secret"),
+        ("start = [1]", "each 'start' entry is a command string or a table"),
     ],
 )
 def test_a_bad_recipe_says_what_is_wrong(text, message):
     with pytest.raises(RecipeError, match=message):
         parse_recipe(text)
+
+
+def test_a_start_service_names_the_secrets_it_gets():
+    recipe = parse_recipe(
+        'start = ["redis-server --daemonize yes",'
+        ' { command = "npm run registry", secrets = ["NPM_TOKEN"] }]'
+    )
+    assert recipe.start == (
+        StartCommand("redis-server --daemonize yes"),
+        StartCommand("npm run registry", ("NPM_TOKEN",)),
+    )
