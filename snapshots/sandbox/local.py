@@ -1047,6 +1047,9 @@ class LocalBackend(SandboxBackend):
                 group=self.init_uid,
                 extra_groups=[],
                 start_new_session=True,
+                # The platform's umask 077 guards the host's data dir; inside, the directories
+                # bwrap makes (/var for /var/tmp, ...) must stay traversable by the workload uid.
+                umask=0o022,
                 # bwrap itself is pid 1 inside and its /proc/1/environ is readable there: it
                 # must not inherit the worker's environment (SECRET_KEY, tokens, ...).
                 env={"PATH": "/usr/bin:/bin"},
@@ -1259,7 +1262,8 @@ def with_workload_modes(argv: list[str]) -> list[str]:
     """``argv`` with the sandbox's own directories opened to the workload: bwrap made them as
     uid 0 inside (the init), so the scratch dirs become 1777 and /etc (0700 as the parent of
     the ``--file`` copies) 0755, before the root is remounted read-only."""
-    modes = ["--chmod", "0755", "/etc"]
+    # /var too: bwrap makes it 0700 as the parent of the /var/tmp mount.
+    modes = ["--chmod", "0755", "/etc", "--chmod", "0755", "/var"]
     for scratch in ("/tmp", "/var/tmp", "/run", "/dev/shm"):
         modes += ["--chmod", "1777", scratch]
     at = argv.index("--remount-ro")

@@ -312,6 +312,7 @@ def spawn(
             stdout=log,
             stderr=log,
             start_new_session=True,
+            umask=0o022,  # the sandbox's own files keep ordinary modes (the host's is 077)
             env={"PATH": "/usr/bin:/bin"},
         )
     finally:
