@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import os
 import secrets
+import tempfile
 from pathlib import Path
 from urllib.parse import urlsplit
 
@@ -103,6 +104,36 @@ def secret_key(data: Path) -> str:
     with os.fdopen(fd, "w") as handle:
         handle.write(value)
     return value
+
+
+def audit_key(data: Path) -> tuple[bytes, Path | None]:
+    """INSPECT_AUDIT_KEY (the audit log's HMAC key) and the file it came from: the environment's
+    value, else generated once into the data dir (0600) beside the secret key. It is kept out of
+    the database so that SQL access alone cannot re-seal the audit chain."""
+    value = env_str("INSPECT_AUDIT_KEY")
+    if value:
+        if len(value) < 32:
+            raise ConfigError(
+                "INSPECT_AUDIT_KEY", "is shorter than 32 characters; use a long random value"
+            )
+        return value.encode(), None
+    path = data / "audit_key"
+    if not path.exists():
+        # Written whole, then linked into place: a process starting alongside never reads a
+        # half-written key, and the first link wins.
+        fd, tmp = tempfile.mkstemp(dir=data, prefix=".audit_key.")  # mode 0600
+        try:
+            with os.fdopen(fd, "w") as handle:
+                handle.write(secrets.token_urlsafe(48))
+            os.link(tmp, path)
+        except FileExistsError:
+            pass
+        finally:
+            os.unlink(tmp)
+    value = path.read_text().strip()
+    if len(value) < 32:
+        raise ConfigError("INSPECT_AUDIT_KEY", f"{path} holds fewer than 32 characters")
+    return value.encode(), path
 
 
 _DATABASE_SCHEMES = {"postgres", "postgresql", "pgsql", "sqlite"}

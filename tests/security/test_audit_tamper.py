@@ -1,0 +1,188 @@
+"""Attacks on the audit log by someone with SQL access but neither the audit key nor the host's
+file system: rewrite a row and re-hash the chain, cut rows off the end, truncate the table,
+remove the append-only triggers. `inspect audit verify` must name each one."""
+
+from __future__ import annotations
+
+import hashlib
+import json
+import os
+import stat
+
+import pytest
+from django.conf import settings
+from django.db import DatabaseError, connection, transaction
+from django.utils import timezone
+
+from approvals import audit
+from approvals.models import AuditEntry, AuditHead
+
+postgresql_only = pytest.mark.skipif(
+    connection.vendor != "postgresql", reason="the triggers are PostgreSQL's"
+)
+
+
+@pytest.fixture
+def entries(team, django_capture_on_commit_callbacks):
+    """Five entries, committed as in production (so their heads reach the sink)."""
+    made = []
+    for i in range(5):
+        with django_capture_on_commit_callbacks(execute=True):
+            made.append(audit.record("test.event", actor=team.admin, data={"n": i}))
+    return made
+
+
+def _sql(*statements: tuple[str, list]) -> None:
+    """Run SQL behind the application's back, triggers disabled as the table's owner can."""
+    with connection.cursor() as cursor:
+        if connection.vendor == "postgresql":
+            cursor.execute("ALTER TABLE approvals_auditentry DISABLE TRIGGER USER")
+        for sql, params in statements:
+            cursor.execute(sql, params)
+        if connection.vendor == "postgresql":
+            cursor.execute("ALTER TABLE approvals_auditentry ENABLE TRIGGER USER")
+
+
+def _rehash_with_plain_sha256(start: AuditEntry) -> None:
+    """Recompute the hashes from `start` on and the head the way the unkeyed chain did, so
+    that every link fits again: what an attacker with only database access can do."""
+    prev = start.prev_hash
+    updates = []
+    for entry in AuditEntry.objects.filter(seq__gte=start.seq).order_by("seq"):
+        digest = hashlib.sha256(f"{prev}\n{audit.canonical(entry)}".encode()).hexdigest()
+        updates.append(
+            (
+                "UPDATE approvals_auditentry SET prev_hash = %s, hash = %s WHERE id = %s",
+                [prev, digest, entry.pk],
+            )
+        )
+        prev = digest
+    # Free the unique hashes first, so that no intermediate state collides.
+    _sql(
+        ("UPDATE approvals_auditentry SET hash = 'x' || id WHERE seq >= %s", [start.seq]),
+        *updates,
+    )
+    last = AuditEntry.objects.order_by("-seq").first()
+    AuditHead.objects.filter(pk=1).update(seq=last.seq, hash=last.hash)
+
+
+def test_a_row_rewritten_and_the_chain_rehashed_is_caught(entries, inspect_cli):
+    assert inspect_cli("audit", "verify")[0] == 0
+    target = entries[2]
+    _sql(
+        (
+            "UPDATE approvals_auditentry SET data = %s WHERE id = %s",
+            [json.dumps({"n": "rewritten"}), target.pk],
+        )
+    )
+    _rehash_with_plain_sha256(target)
+    code, out, err = inspect_cli("audit", "verify")
+    assert code == 1, out
+    assert "intact" not in out and f"seq {target.seq} (id {target.pk})" in err
+
+
+def test_rows_cut_off_the_end_are_caught_against_the_sink(entries, inspect_cli):
+    cut = entries[-2:]
+    _sql(
+        (
+            "DELETE FROM approvals_auditentry WHERE id IN (%s, %s)",
+            [cut[0].pk, cut[1].pk],
+        )
+    )
+    # The attacker also winds the in-database head back to the new last entry.
+    AuditHead.objects.filter(pk=1).update(seq=entries[-3].seq, hash=entries[-3].hash)
+    code, out, err = inspect_cli("audit", "verify")
+    assert code == 1, out
+    assert "sink" in err and f"seq {cut[1].seq}" in err
+
+
+def test_a_deleted_sink_is_reported(entries, inspect_cli):
+    sink = audit.sink_path()
+    assert sink is not None and sink.exists()
+    sink.unlink()
+    code, out, err = inspect_cli("audit", "verify")
+    assert code == 1 and "missing" in err and str(sink) in err
+
+
+def test_the_key_and_the_sink_are_private_files(entries):
+    key_file = settings.AUDIT_KEY_FILE
+    if key_file is not None:  # not set from the environment
+        assert stat.S_IMODE(os.stat(key_file).st_mode) == 0o600
+    assert stat.S_IMODE(os.stat(audit.sink_path()).st_mode) == 0o600
+    lines = [json.loads(line) for line in audit.sink_path().read_text().splitlines()]
+    assert [(line["seq"], line["hmac"]) for line in lines[-5:]] == [
+        (e.seq, e.hash) for e in entries
+    ]
+
+
+@pytest.mark.django_db(transaction=True)
+def test_an_entry_rolled_back_never_reaches_the_sink():
+    class Abort(Exception):
+        pass
+
+    with pytest.raises(Abort), transaction.atomic():
+        rolled_back = audit.record("test.rolled_back")
+        raise Abort
+    kept = audit.record("test.kept")  # autocommit: on_commit runs at once
+    assert kept.seq == rolled_back.seq
+    lines = [json.loads(line) for line in audit.sink_path().read_text().splitlines()]
+    assert lines == [{"seq": kept.seq, "hmac": kept.hash}]
+
+
+@postgresql_only
+def test_truncate_is_refused(entries):
+    with (
+        pytest.raises(DatabaseError, match="append-only"),
+        transaction.atomic(),
+        connection.cursor() as cursor,
+    ):
+        cursor.execute("TRUNCATE approvals_auditentry")
+    assert AuditEntry.objects.count() >= len(entries)
+
+
+@postgresql_only
+@pytest.mark.parametrize(
+    "how", ["DROP TRIGGER {name} ON {table}", "ALTER TABLE {table} DISABLE TRIGGER {name}"]
+)
+@pytest.mark.parametrize("name", ["approvals_audit_append_only", "approvals_audit_no_truncate"])
+def test_a_removed_or_disabled_trigger_is_reported(entries, inspect_cli, how, name):
+    with connection.cursor() as cursor:
+        cursor.execute(how.format(name=name, table="approvals_auditentry"))
+    code, out, err = inspect_cli("audit", "verify")
+    assert code == 1 and name in err
+
+
+@pytest.mark.django_db(transaction=True)
+def test_entries_from_before_the_key_are_resealed_once_with_an_anchor(inspect_cli):
+    """Migration 0005 re-seals rows hashed the old, unkeyed way and records that it did."""
+    from django.db.migrations.executor import MigrationExecutor
+
+    before, after = (
+        ("approvals", "0004_audit_append_only_trigger"),
+        ("approvals", "0005_audit_hmac_reseal"),
+    )
+    executor = MigrationExecutor(connection)
+    executor.migrate([before])
+    try:
+        prev = ""
+        for seq in (1, 2, 3):  # written by the old code: plain SHA-256
+            entry = AuditEntry(
+                seq=seq, created_at=timezone.now(), actor_kind="system", action="old.event",
+                data={"n": seq}, prev_hash=prev,
+            )  # fmt: skip
+            entry.hash = hashlib.sha256(f"{prev}\n{audit.canonical(entry)}".encode()).hexdigest()
+            entry.save()
+            prev = entry.hash
+        AuditHead.objects.update_or_create(pk=1, defaults={"seq": 3, "hash": prev})
+    finally:
+        executor = MigrationExecutor(connection)
+        executor.loader.build_graph()
+        executor.migrate([after])
+    anchor = AuditEntry.objects.get(action="audit.resealed")
+    assert anchor.seq == 4
+    assert anchor.data == {"through_seq": 3, "old_head": prev, "old_chain": "intact"}
+    code, out, err = inspect_cli("audit", "verify")
+    assert code == 0, err
+    assert "re-sealed under it at seq 4" in out and "old chain: intact" in out
+    lines = [json.loads(line) for line in audit.sink_path().read_text().splitlines()]
+    assert lines == [{"seq": 4, "hmac": anchor.hash, "resealed_through": 3}]
