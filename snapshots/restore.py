@@ -4,16 +4,18 @@ from __future__ import annotations
 
 import fnmatch
 import time
-from collections.abc import Mapping
+from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
+from functools import partial
 
 from django.db import transaction
 
+from approvals.audit import record
 from snapshots import mirror
 from snapshots.backends import sandbox_backend
 from snapshots.models import Repository, Snapshot
 from snapshots.recipe import LOCKFILE_PATTERNS, Recipe, parse_recipe
-from snapshots.sandbox import Limits, Sandbox, SandboxError, SnapshotRef
+from snapshots.sandbox import ExecResult, Limits, Sandbox, SandboxError, SnapshotRef
 
 SYNC_BUNDLE = ".git/inspect-sync.bundle"
 GIT = "git -c safe.directory=*"
@@ -67,11 +69,13 @@ def restore_sandbox(
     limits: Limits | None = None,
     sync: bool = True,
     run_start: bool = True,
+    on_command: Callable[[str, str, ExecResult], None] | None = None,
 ) -> Restored:
     """Restore a sandbox of `repository` from `snapshot` (default: the newest ready one of the
     branch); `snapshot_ref` (a session's own snapshot) wins over it as the filesystem. Drift since
     the snapshot's commit is applied from the mirror, with no credentials and no network inside
-    the sandbox."""
+    the sandbox. Each `start` command is audited: through `on_command(phase, command, result)`
+    (a session's runner puts it in the session's log), else as the repository's."""
     snapshot = snapshot or newest_ready(repository, branch)
     recipe = recipe_of(snapshot)
     backend = sandbox_backend()
@@ -96,9 +100,11 @@ def restore_sandbox(
         if run_start and recipe.start:
             started = time.perf_counter()
             secrets = _secret_env(repository)
+            audit_command = on_command or partial(_audit_command, repository, sandbox)
             for command in recipe.start:
                 # Secrets go to the start command only, never the sandbox's own environment.
                 result = sandbox.run(command, cwd="/workspace", timeout=300, env=secrets)
+                audit_command("start", command, result)
                 if not result.ok:
                     raise SandboxError(
                         f"start command {command!r} failed with exit code {result.exit_code}: "
@@ -166,6 +172,19 @@ def _secret_env(repository: Repository) -> dict[str, str]:
         return secret_env(repository, scope="setup_start")
     except SecretsUnavailable as exc:
         raise SandboxError(str(exc)) from None
+
+
+def _audit_command(
+    repository: Repository, sandbox: Sandbox, phase: str, command: str, result: ExecResult
+) -> None:
+    data = {"command": command, "phase": phase, "exit_code": result.exit_code, "ok": result.ok}
+    record(
+        "sandbox.command",
+        repository=repository,
+        object_type="sandbox",
+        object_id=sandbox.id,
+        data=data,
+    )
 
 
 def _ms(started: float) -> float:
