@@ -186,3 +186,45 @@ def test_entries_from_before_the_key_are_resealed_once_with_an_anchor(inspect_cl
     assert "re-sealed under it at seq 4" in out and "old chain: intact" in out
     lines = [json.loads(line) for line in audit.sink_path().read_text().splitlines()]
     assert lines == [{"seq": 4, "hmac": anchor.hash, "resealed_through": 3}]
+
+
+APP_ROLE_GRANTS = """
+GRANT USAGE ON SCHEMA public TO {role};
+GRANT SELECT, INSERT, UPDATE, DELETE ON ALL TABLES IN SCHEMA public TO {role};
+GRANT USAGE, SELECT ON ALL SEQUENCES IN SCHEMA public TO {role};
+REVOKE UPDATE, DELETE, TRUNCATE ON approvals_auditentry FROM {role};
+"""
+
+
+@postgresql_only
+def test_the_app_role_of_the_readme_appends_but_cannot_remove_the_guards(entries):
+    """Run as the README says (the app's role does not own the tables): it writes entries, and
+    cannot truncate, disable the triggers or drop them."""
+    role = "inspect_app_audit_test"
+    with connection.cursor() as cursor:
+        cursor.execute(f"DROP ROLE IF EXISTS {role}")
+        cursor.execute(f"CREATE ROLE {role}")
+        cursor.execute(APP_ROLE_GRANTS.format(role=role))
+    try:
+        with transaction.atomic():
+            with connection.cursor() as cursor:
+                cursor.execute(f"SET LOCAL ROLE {role}")
+            entry = audit.record("test.as_app_role")
+            assert entry.seq == entries[-1].seq + 1
+            for sql in (
+                "TRUNCATE approvals_auditentry",
+                "ALTER TABLE approvals_auditentry DISABLE TRIGGER USER",
+                "DROP TRIGGER approvals_audit_append_only ON approvals_auditentry",
+                f"DELETE FROM approvals_auditentry WHERE id = {entry.pk}",
+            ):
+                with (
+                    pytest.raises(DatabaseError, match="permission denied|must be owner"),
+                    transaction.atomic(),
+                    connection.cursor() as cursor,
+                ):
+                    cursor.execute(sql)
+    finally:
+        with connection.cursor() as cursor:
+            cursor.execute("RESET ROLE")  # SET LOCAL outlives a released savepoint
+            cursor.execute(f"DROP OWNED BY {role}")
+            cursor.execute(f"DROP ROLE {role}")
