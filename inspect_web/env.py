@@ -136,6 +136,29 @@ def audit_key(data: Path) -> tuple[bytes, Path | None]:
     return value.encode(), path
 
 
+def audit_sink() -> str:
+    """INSPECT_AUDIT_SINK: "" (the default file in the data dir), an absolute file path, or
+    syslog:[/socket/path | HOST:PORT]."""
+    value = env_str("INSPECT_AUDIT_SINK")
+    if not value:
+        return ""
+    if value.startswith("syslog:"):
+        address = value.removeprefix("syslog:")
+        if address and not address.startswith("/"):
+            host, _, port = address.rpartition(":")
+            if not host or not port.isdigit():
+                raise ConfigError(
+                    "INSPECT_AUDIT_SINK",
+                    f"{value!r} is not syslog:, syslog:/path/to/socket or syslog:HOST:PORT",
+                )
+        return value
+    if not Path(value).is_absolute():
+        raise ConfigError(
+            "INSPECT_AUDIT_SINK", f"{value!r} is not an absolute file path nor syslog:…"
+        )
+    return value
+
+
 _DATABASE_SCHEMES = {"postgres", "postgresql", "pgsql", "sqlite"}
 
 

@@ -202,7 +202,7 @@ SECRETS_KEY = env.env_str("INSPECT_SECRETS_KEY")
 # The audit log's HMAC key, kept outside the database (approvals.audit); and where each new
 # chain head is also written: a file (default <data dir>/audit-head.log) or "syslog:[address]".
 AUDIT_KEY, AUDIT_KEY_FILE = env.audit_key(DATA_DIR)
-AUDIT_SINK = env.env_str("INSPECT_AUDIT_SINK")
+AUDIT_SINK = env.audit_sink()
 
 CELERY_BEAT_SCHEDULE = {
     "refresh-due-snapshots": {

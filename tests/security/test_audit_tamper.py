@@ -228,3 +228,58 @@ def test_the_app_role_of_the_readme_appends_but_cannot_remove_the_guards(entries
             cursor.execute("RESET ROLE")  # SET LOCAL outlives a released savepoint
             cursor.execute(f"DROP OWNED BY {role}")
             cursor.execute(f"DROP ROLE {role}")
+
+
+def test_the_audit_key_is_made_once_beside_the_secret_key_and_kept_private(tmp_path, monkeypatch):
+    from inspect_web import env
+
+    monkeypatch.delenv("INSPECT_AUDIT_KEY", raising=False)
+    data = tmp_path / "fresh"
+    data.mkdir()
+    key, path = env.audit_key(data)
+    assert path == data / "audit_key" and len(key) >= 32
+    assert stat.S_IMODE(path.stat().st_mode) == 0o600
+    assert env.audit_key(data) == (key, path)
+    assert [p.name for p in data.iterdir()] == ["audit_key"]  # no temporary file left
+    monkeypatch.setenv("INSPECT_AUDIT_KEY", "k" * 40)
+    assert env.audit_key(data) == (b"k" * 40, None)
+
+
+@pytest.mark.parametrize(
+    ("variable", "value", "fragment"),
+    [
+        ("INSPECT_AUDIT_KEY", "hunter2", "is shorter than 32 characters"),
+        ("INSPECT_AUDIT_SINK", "audit.log", "is not an absolute file path"),
+        ("INSPECT_AUDIT_SINK", "syslog:loghost", "is not syslog:"),
+    ],
+)
+def test_a_bad_audit_setting_names_the_variable(tmp_path, monkeypatch, variable, value, fragment):
+    from inspect_web import env
+
+    monkeypatch.setenv(variable, value)
+    with pytest.raises(env.ConfigError, match=f"^{variable}: .*{fragment}"):
+        env.audit_key(tmp_path) if variable == "INSPECT_AUDIT_KEY" else env.audit_sink()
+
+
+def test_the_head_can_go_to_syslog(settings, team, django_capture_on_commit_callbacks, tmp_path):
+    """`syslog:/path` sends each head to that socket; `verify` then says where to compare."""
+    import socket
+
+    path = tmp_path / "log.sock"
+    receiver = socket.socket(socket.AF_UNIX, socket.SOCK_DGRAM)
+    receiver.bind(str(path))
+    receiver.settimeout(5)
+    settings.AUDIT_SINK = f"syslog:{path}"
+    try:
+        with django_capture_on_commit_callbacks(execute=True):
+            entry = audit.record("test.syslog")
+        message = receiver.recv(4096).decode()
+    finally:
+        receiver.close()
+    assert message.startswith("<86>")  # authpriv (10) * 8 + info (6)
+    assert json.loads(message.split("inspect-audit-head ", 1)[1].rstrip("\x00")) == {
+        "seq": entry.seq,
+        "hmac": entry.hash,
+    }
+    report = audit.verify()
+    assert report.ok and any(f"syslog:{path}" in note for note in report.notes)
