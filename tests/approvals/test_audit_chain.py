@@ -149,3 +149,6 @@ def test_concurrent_writers_chain_without_forks(team):
     assert AuditEntry.objects.filter(action="test.concurrent").count() == 60
     report = audit.verify()
     assert (report.checked, report.problems) == (AuditEntry.objects.count(), [])
+    # Every committed head reached the sink, whichever order the workers wrote their lines in.
+    heads = [json.loads(line) for line in audit.sink_path().read_text().splitlines()]
+    assert sorted(h["seq"] for h in heads) == list(range(1, AuditEntry.objects.count() + 1))

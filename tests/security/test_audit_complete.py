@@ -5,6 +5,9 @@ found after real sessions of each runtime, in real sandboxes."""
 
 from __future__ import annotations
 
+import threading
+import time
+
 import pytest
 from cryptography.fernet import Fernet
 
@@ -165,3 +168,53 @@ def test_a_turn_that_fails_still_writes_its_summary(settings, audited_repo, crea
     (changes,) = _entries(summary["id"], "session.changes")
     assert changes["ended"] == "failed"
     assert _commands(summary["id"], "agent") == [agent]
+
+
+def test_a_stopped_turn_writes_its_summary_and_its_agents_end(audited_repo, create_session, team):
+    from django.db import connection
+
+    from sessions import services
+    from sessions.models import Event
+
+    agent = "echo partial > partial.txt; echo started; sleep 60"
+
+    def stop_once_started() -> None:
+        try:
+            deadline = time.monotonic() + 60
+            while time.monotonic() < deadline:
+                started = Event.objects.filter(kind="output", payload__text="started").first()
+                if started is not None:
+                    services.session_stop(session=started.session, user=team.admin)
+                    return
+                time.sleep(0.05)
+        finally:
+            connection.close()
+
+    stopper = threading.Thread(target=stop_once_started)
+    stopper.start()
+    code, summary, err = create_session("--prompt", "long", "--agent-command", agent, "--inline")
+    stopper.join()
+    assert code == 0, err
+    (changes,) = _entries(summary["id"], "session.changes")
+    assert (changes["ended"], changes["stopped_by"]) == ("idle", "admin")
+    assert changes["paths"] == ["partial.txt"]
+    (process,) = [
+        d for d in _entries(summary["id"], "sandbox.command") if d.get("phase") == "agent"
+    ]
+    assert process["command"] == agent and process["stopped"] and not process["ok"]
+
+
+def test_start_commands_outside_a_session_are_audited_as_the_repositorys(audited_repo):
+    """A sandbox restored for the terminal, screenshots or a prewarm runs `start` too."""
+    from snapshots.restore import restore_sandbox
+
+    restored = restore_sandbox(audited_repo, sync=False)
+    restored.sandbox.terminate()
+    (entry,) = AuditEntry.objects.filter(action="sandbox.command", session_id=None)
+    assert entry.repository_id == audited_repo.pk and entry.object_id == restored.sandbox.id
+    assert entry.data == {
+        "command": "echo started > /tmp/started",
+        "phase": "start",
+        "exit_code": 0,
+        "ok": True,
+    }
