@@ -219,3 +219,8 @@ class MeSerializer(serializers.Serializer):
     username = serializers.CharField()
     token_name = serializers.CharField(allow_null=True)
     token_expires_at = serializers.DateTimeField(allow_null=True)
+
+
+class StreamTicketSerializer(serializers.Serializer):
+    ticket = serializers.CharField()
+    expires_in = serializers.IntegerField(help_text="seconds; a ticket opens one stream, once")

@@ -1,9 +1,11 @@
 """A session's events as Server-Sent Events, for clients without websockets (the CLI, curl).
 
-`GET /api/sessions/<id>/events/stream/` with `Authorization: Bearer …` (or `?token=`, or the
-browser's session cookie). Each event is one SSE message: `id:` is its seq, `data:` the same
-JSON object as the events endpoint's. Resume with the standard `Last-Event-ID` header (or
-`?after=`): the stream starts after that seq, so a reconnecting client gets every event once.
+`GET /api/sessions/<id>/events/stream/` with `Authorization: Bearer …` (or a single-use
+`?ticket=` from `POST /api/stream-tickets/`, or the browser's session cookie). A token is never
+taken from the address: addresses end up in access logs. Each event is one SSE message: `id:`
+is its seq, `data:` the same JSON object as the events endpoint's. Resume with the standard
+`Last-Event-ID` header (or `?after=`): the stream starts after that seq, so a reconnecting
+client gets every event once.
 Like the websocket, the channel layer only wakes the stream; the rows come from the Event table
 (DESIGN.md invariant 1), and without wake-ups the table is re-read every POLL_SECONDS.
 A comment line (`: keepalive`) goes out when nothing happened for KEEPALIVE_SECONDS.
@@ -15,13 +17,14 @@ import asyncio
 import contextlib
 import logging
 from collections.abc import AsyncIterator
+from urllib.parse import parse_qs
 
 from asgiref.sync import sync_to_async
 from channels.layers import get_channel_layer
 from django.http import HttpRequest, HttpResponse, JsonResponse, StreamingHttpResponse
 from django.views.decorators.http import require_GET
 
-from api.tokens import bearer_token, token_authenticate
+from api.tokens import bearer_token, stream_ticket_redeem, token_authenticate
 from sessions.consumers import MAX_SEQ, PAGE_SIZE, _visible_session, read_events
 from sessions.events import group_name
 
@@ -37,10 +40,13 @@ def _token_user(raw: str):
 
 
 async def stream_user(request: HttpRequest):
-    """The user of a request: its API token (header or `?token=`), else its session cookie."""
-    raw = bearer_token(request.headers.get("Authorization", "")) or request.GET.get("token", "")
+    """The user of a request: its API token (header) or stream ticket (`?ticket=`), else its
+    session cookie."""
+    raw = bearer_token(request.headers.get("Authorization", ""))
     if raw:
         return await sync_to_async(_token_user)(raw)
+    if request.GET.get("ticket"):
+        return await sync_to_async(stream_ticket_redeem)(request.GET["ticket"])
     user = await request.auser()
     return user if user.is_authenticated else None
 
@@ -58,7 +64,11 @@ async def session_event_stream(request: HttpRequest, pk: int) -> HttpResponse:
     user = await stream_user(request)
     if user is None:
         return JsonResponse(
-            {"detail": "send an API token as `Authorization: Bearer insp_…`"}, status=401
+            {
+                "detail": "send an API token as `Authorization: Bearer insp_…` (tokens in the "
+                "address are refused), or a ticket from POST /api/stream-tickets/ as `?ticket=`"
+            },
+            status=401,
         )
     after = _start_after(request)
     if after is None:
@@ -127,12 +137,12 @@ async def _wait(layer, channel) -> bool:
 
 
 def scope_token_user(scope: dict):
-    """The user of a websocket's API token (`Authorization: Bearer …` or `?token=`), or None."""
-    from urllib.parse import parse_qs
-
+    """The user of a websocket's API token (`Authorization: Bearer …`) or single-use stream
+    ticket (`?ticket=`), or None."""
     headers = dict(scope.get("headers") or [])
     raw = bearer_token(headers.get(b"authorization", b"").decode("latin-1"))
-    if not raw:
-        query = parse_qs(scope.get("query_string", b"").decode("latin-1"))
-        raw = (query.get("token") or [""])[-1]
-    return _token_user(raw) if raw else None
+    if raw:
+        return _token_user(raw)
+    query = parse_qs(scope.get("query_string", b"").decode("latin-1"))
+    ticket = (query.get("ticket") or [""])[-1]
+    return stream_ticket_redeem(ticket) if ticket else None

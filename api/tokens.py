@@ -11,9 +11,11 @@ import hashlib
 import secrets
 from datetime import timedelta
 
+from django.contrib.auth import get_user_model
 from django.utils import timezone
 
 from api.models import ApiToken
+from inspect_web.redis_client import get_redis
 
 PREFIX = "insp_"
 EXPIRY_DAYS = (7, 30, 90, 365)
@@ -83,3 +85,33 @@ def bearer_token(authorization: str) -> str:
     """The token of an `Authorization: Bearer …` header value ('' if it is not one)."""
     scheme, _, value = (authorization or "").partition(" ")
     return value.strip() if scheme.lower() == "bearer" else ""
+
+
+# Stream tickets: for the two clients that cannot send an `Authorization` header (a browser's
+# EventSource and WebSocket), a token is traded for a ticket that goes in the address instead.
+# A ticket opens one stream, once, within TICKET_SECONDS: an address that ends up in a log, a
+# proxy or the browser's history is spent by then.
+TICKET_PREFIX = "inspt_"
+TICKET_SECONDS = 60
+
+
+def _ticket_key(raw: str) -> str:
+    return f"inspect:stream-ticket:{_digest(raw)}"
+
+
+def stream_ticket_create(*, user) -> str:
+    """A single-use ticket for `user`, valid TICKET_SECONDS (kept in Redis as its hash)."""
+    raw = TICKET_PREFIX + secrets.token_urlsafe(32)
+    get_redis().set(_ticket_key(raw), str(user.pk), ex=TICKET_SECONDS, nx=True)
+    return raw
+
+
+def stream_ticket_redeem(raw: str):
+    """The active user a ticket was made for, spending it; None if unknown, spent or expired."""
+    if not raw or not raw.startswith(TICKET_PREFIX) or len(raw) > 200:
+        return None
+    with get_redis().pipeline(transaction=True) as pipe:  # GET + DEL at once: one use only
+        user_id, _ = pipe.get(_ticket_key(raw)).delete(_ticket_key(raw)).execute()
+    if user_id is None:
+        return None
+    return get_user_model().objects.filter(pk=int(user_id), is_active=True).first()

@@ -6,6 +6,7 @@ from api import stream, views
 urlpatterns = [
     path("schema/", SpectacularAPIView.as_view(), name="api-schema"),
     path("me/", views.MeView.as_view(), name="api-me"),
+    path("stream-tickets/", views.StreamTicketView.as_view(), name="api-stream-ticket"),
     path("repositories/", views.RepositoryListView.as_view(), name="api-repositories"),
     path(
         "repositories/<str:name>/refresh/",

@@ -12,6 +12,7 @@ from rest_framework.response import Response
 from rest_framework.views import APIView
 
 from api import serializers as s
+from api import tokens
 from api.metrics import metrics_summary
 from approvals.gate import approval_decide
 from approvals.models import ApprovalRequest
@@ -68,6 +69,21 @@ class MeView(APIView):
                 "token_name": token.name if token else None,
                 "token_expires_at": token.expires_at if token else None,
             }
+        )
+
+
+class StreamTicketView(APIView):
+    @extend_schema(
+        request=None,
+        responses={201: s.StreamTicketSerializer},
+        summary="A single-use ticket for `?ticket=` on the event stream or the websocket",
+        description="For clients that cannot send an `Authorization` header (a browser's "
+        "EventSource or WebSocket): tokens are accepted in headers only, never in the address.",
+    )
+    def post(self, request):
+        ticket = tokens.stream_ticket_create(user=request.user)
+        return Response(
+            {"ticket": ticket, "expires_in": tokens.TICKET_SECONDS}, status=status.HTTP_201_CREATED
         )
 
 

@@ -49,7 +49,12 @@ class ApprovalPolicyAdmin(admin.ModelAdmin):
 # so the repository form shows the override but does not let anyone edit it in place.
 class GatedRepositoryAdmin(RepositoryAdmin):
     def get_readonly_fields(self, request, obj=None):
-        return [*super().get_readonly_fields(request, obj), "recipe_override"]
+        return [
+            *super().get_readonly_fields(request, obj),
+            "recipe_override",
+            "approved_egress",
+            "egress_approved_at",
+        ]
 
 
 admin.site.unregister(Repository)

@@ -8,9 +8,9 @@ so concurrent appends chain in turn (seqs are allocated under that lock). After 
 commits, its seq and hash also go to the sink outside the database (approvals.audit_sink), which
 is what catches entries cut off the end. `verify` walks the chain, compares it with the sink and,
 on PostgreSQL, checks the triggers that refuse UPDATE, DELETE and TRUNCATE (migrations 0004,
-0005) are in place. The ORM refuses updates and deletes too (models.AuditQuerySet).
+0006) are in place. The ORM refuses updates and deletes too (models.AuditQuerySet).
 
-Entries written before the key existed were re-sealed under it once by migration 0005, which
+Entries written before the key existed were re-sealed under it once by migration 0006, which
 appends an `audit.resealed` entry saying up to which seq and whether the old chain was intact.
 """
 

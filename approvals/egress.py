@@ -1,22 +1,31 @@
-"""Changing a repository's recipe: a change that widens sandbox egress waits for approval.
+"""Sandbox egress: one rule decides what is in force — the last approved policy.
 
-The effective egress today is the dashboard override's, else that of the newest ready snapshot's
-recipe (the repository's own file), else `none`. Wider means: none < allowlist < open, or an
-allowlist gaining a domain it did not cover. Narrowing or keeping egress applies at once; either
-way the change is audited.
+A repository's approved egress (`Repository.approved_egress`) starts as `none`, the baseline.
+Wider means: none < allowlist < open, or an allowlist gaining a domain it did not cover.
+Whatever asks for a wider egress — a snapshot build reading the repository's own
+`.inspect/environment.toml`, or the dashboard's override — keeps the approved policy and files
+one `widen_egress` request; its approval records the wider policy and queues a rebuild.
+Narrowing applies at once. Every change of the approved policy is audited.
 """
 
 from __future__ import annotations
 
+from dataclasses import dataclass, replace
+
 from django.db import transaction
+from django.db.models import Q
+from django.utils import timezone
 
 from approvals import audit, gate
 from approvals.models import ApprovalRequest
 from approvals.policy import WIDEN_EGRESS, approval_required
+from snapshots.models import Repository
 from snapshots.recipe import Recipe, parse_recipe
 from snapshots.sandbox import NetworkPolicy
+from snapshots.tasks import refresh_snapshot
 
 _RANK = {"none": 0, "allowlist": 1, "open": 2}
+State = ApprovalRequest.State
 
 
 def widens(before: NetworkPolicy, after: NetworkPolicy) -> bool:
@@ -28,22 +37,179 @@ def widens(before: NetworkPolicy, after: NetworkPolicy) -> bool:
     return any(not before.allows(domain.removeprefix("*.")) for domain in after.domains)
 
 
-def current_recipe(repository) -> Recipe:
+def describe(policy: NetworkPolicy) -> str:
+    return policy.mode + (f" ({', '.join(policy.domains)})" if policy.domains else "")
+
+
+def as_json(policy: NetworkPolicy) -> dict:
+    return {"mode": policy.mode, "domains": list(policy.domains)}
+
+
+def _policy(data: dict) -> NetworkPolicy:
+    return NetworkPolicy(data.get("mode", "none"), tuple(data.get("domains", ())))
+
+
+def approved_egress(repository: Repository) -> NetworkPolicy:
+    """The repository's last approved egress, read from the database (never a stale object)."""
+    data = Repository.objects.filter(pk=repository.pk).values_list("approved_egress", flat=True)
+    return _policy(data.first() or {})
+
+
+def egress_in_force(repository: Repository, asked: NetworkPolicy | None = None) -> NetworkPolicy:
+    """The egress a sandbox of `repository` gets: the last approved policy, or what its recipe
+    asks (`asked`) when that is narrower. A recipe never widens it: see `egress_for_build`."""
+    approved = approved_egress(repository)
+    if asked is None or widens(approved, asked):
+        return approved
+    return asked
+
+
+def current_recipe(repository: Repository) -> Recipe:
+    """The dashboard's recipe, else the newest ready snapshot's, else the default; its egress
+    is the egress in force."""
     from snapshots.models import Snapshot
     from snapshots.restore import recipe_of
 
     if repository.recipe_override.strip():
-        return parse_recipe(repository.recipe_override, where="the recipe set in the dashboard")
+        recipe = parse_recipe(repository.recipe_override, where="the recipe set in the dashboard")
+        return replace(recipe, egress=egress_in_force(repository, recipe.egress))
     snapshot = (
         Snapshot.objects.filter(repository=repository, state=Snapshot.State.READY)
         .order_by("-created_at")
         .first()
     )
-    return recipe_of(snapshot) if snapshot is not None else Recipe()
+    if snapshot is None:
+        return replace(Recipe(), egress=egress_in_force(repository, NetworkPolicy()))
+    return recipe_of(snapshot)
 
 
-def _describe(policy: NetworkPolicy) -> str:
-    return policy.mode + (f" ({', '.join(policy.domains)})" if policy.domains else "")
+def _record_approved(
+    repository: Repository,
+    policy: NetworkPolicy,
+    *,
+    before: NetworkPolicy,
+    actor=None,
+    why: str,
+    approval: ApprovalRequest | None = None,
+) -> None:
+    with transaction.atomic():
+        Repository.objects.filter(pk=repository.pk).update(
+            approved_egress=as_json(policy), egress_approved_at=timezone.now()
+        )
+        repository.approved_egress = as_json(policy)
+        audit.record(
+            "repository.egress",
+            actor=actor,
+            repository=repository,
+            object_type="repository",
+            object_id=repository.pk,
+            data={
+                "egress_before": describe(before),
+                "egress_after": describe(policy),
+                "why": why,
+                "approval": approval.pk if approval is not None else None,
+            },
+        )
+
+
+@dataclass(frozen=True)
+class BuildEgress:
+    """The egress a build runs with, and what its log says about it (empty: nothing changed)."""
+
+    policy: NetworkPolicy
+    note: str = ""
+    request: ApprovalRequest | None = None
+
+
+def widening_requests(repository: Repository):
+    """The open `widen_egress` requests of `repository` (pending and not expired, or approved
+    and not yet carried out), newest first."""
+    now = timezone.now()
+    return ApprovalRequest.objects.filter(repository=repository, action=WIDEN_EGRESS).filter(
+        Q(state=State.PENDING, expires_at__gt=now)
+        | Q(state=State.PENDING, expires_at__isnull=True)
+        | Q(state=State.APPROVED)
+    )
+
+
+def _widening_request(
+    repository: Repository, before: NetworkPolicy, after: NetworkPolicy, *, source: str
+) -> ApprovalRequest:
+    """One request per widening: an open one for the same change, or one rejected since the
+    approved egress last changed, is reused instead of asking again at every refresh."""
+    summary = f"egress {describe(before)} → {describe(after)}"
+    since = Repository.objects.filter(pk=repository.pk).values_list(
+        "egress_approved_at", flat=True
+    )[0]
+    rejected = ApprovalRequest.objects.filter(
+        repository=repository, action=WIDEN_EGRESS, state=State.REJECTED
+    )
+    if since is not None:
+        rejected = rejected.filter(created_at__gte=since)
+    found = (
+        (widening_requests(repository) | rejected)
+        .filter(payload__summary=summary)
+        .order_by("-created_at")
+        .first()
+    )
+    if found is not None:
+        return found
+    return gate.request_approval(
+        action=WIDEN_EGRESS,
+        repository=repository,
+        payload={
+            "summary": summary,
+            "requester": source,
+            "asked": describe(after),
+            "before": as_json(before),
+            "after": as_json(after),
+        },
+    )
+
+
+def egress_for_build(
+    repository: Repository, asked: NetworkPolicy, *, source: str, default_branch: bool = True
+) -> BuildEgress:
+    """Decide the egress a snapshot build (and so its sessions) runs with, given what the
+    build's recipe asks for. Narrowing is recorded at once (by a build of the default branch;
+    another branch only narrows its own build); widening keeps the approved policy and files a
+    `widen_egress` request, unless the repository's approval policy does not gate it (then it
+    is recorded and audited, as the policy allows)."""
+    approved = approved_egress(repository)
+    if asked == approved:
+        return BuildEgress(approved)
+    if not widens(approved, asked) and not default_branch:
+        return BuildEgress(asked, f"{source} narrows egress to {describe(asked)} on this branch")
+    if not widens(approved, asked):
+        _record_approved(repository, asked, before=approved, why=f"{source} narrows it")
+        return BuildEgress(
+            asked, f"{source} narrows egress from {describe(approved)} to {describe(asked)}"
+        )
+    if not approval_required(repository, WIDEN_EGRESS):
+        _record_approved(
+            repository, asked, before=approved, why=f"{source}; widen_egress is not gated"
+        )
+        return BuildEgress(
+            asked,
+            f"{source} widens egress from {describe(approved)} to {describe(asked)} "
+            "(this repository's approval policy does not gate widen_egress)",
+        )
+    request = _widening_request(repository, approved, asked, source=source)
+    if request.state == State.REJECTED:
+        why = (
+            f"request {request.pk} to widen it was rejected; change the recipe, or ask again "
+            "with `manage.py inspect recipe set`"
+        )
+    else:
+        why = (
+            f"until a reviewer approves widen_egress request {request.pk}; the snapshot is "
+            "rebuilt with the wider egress once it is approved"
+        )
+    return BuildEgress(
+        approved,
+        f"{source} asks for egress {describe(asked)}; egress stays {describe(approved)} {why}",
+        request,
+    )
 
 
 def recipe_override_set(*, repository, text: str, by) -> ApprovalRequest | None:
@@ -53,7 +219,7 @@ def recipe_override_set(*, repository, text: str, by) -> ApprovalRequest | None:
 
     access.require_repo_permission(by, repository, roles.MANAGE_REPOSITORY)
     new = parse_recipe(text, where="the recipe set in the dashboard") if text.strip() else None
-    before = current_recipe(repository).egress
+    before = approved_egress(repository)
     after = new.egress if new is not None else NetworkPolicy()
     if approval_required(repository, WIDEN_EGRESS) and widens(before, after):
         return gate.request_approval(
@@ -61,11 +227,12 @@ def recipe_override_set(*, repository, text: str, by) -> ApprovalRequest | None:
             repository=repository,
             requested_by=by,
             payload={
-                "summary": f"egress {_describe(before)} → {_describe(after)}",
+                "summary": f"egress {describe(before)} → {describe(after)}",
+                "asked": describe(after),
                 "recipe_override": text,
                 "previous_override": repository.recipe_override,
-                "before": {"mode": before.mode, "domains": list(before.domains)},
-                "after": {"mode": after.mode, "domains": list(after.domains)},
+                "before": as_json(before),
+                "after": as_json(after),
             },
         )
     _apply(repository, text, actor=by, before=before, after=after)
@@ -75,8 +242,6 @@ def recipe_override_set(*, repository, text: str, by) -> ApprovalRequest | None:
 def _apply(
     repository, text: str, *, actor, before: NetworkPolicy, after: NetworkPolicy, approval=None
 ) -> None:
-    from snapshots.models import Repository
-
     with transaction.atomic():
         Repository.objects.filter(pk=repository.pk).update(recipe_override=text)
         repository.recipe_override = text
@@ -87,37 +252,62 @@ def _apply(
             object_type="repository",
             object_id=repository.pk,
             data={
-                "egress_before": _describe(before),
-                "egress_after": _describe(after),
+                "egress_before": describe(before),
+                "egress_after": describe(after),
                 "approval": approval.pk if approval is not None else None,
             },
         )
+        if after != before:
+            _record_approved(
+                repository,
+                after,
+                before=before,
+                actor=actor,
+                why="the recipe set in the dashboard",
+                approval=approval,
+            )
 
 
 def execute_widen_egress(approval: ApprovalRequest) -> dict:
-    """The executor of an approved egress widening: applies the recipe it was asked for, unless
-    the recipe changed since (then the approval no longer applies)."""
+    """The executor of an approved egress widening: records the wider policy (and the
+    dashboard recipe that asked for it) and queues a snapshot rebuild — unless the approved
+    egress or the recipe changed since (then the approval no longer applies)."""
     repository = approval.repository
     repository.refresh_from_db()
     payload = approval.payload
-    if repository.recipe_override == payload["recipe_override"]:
+    before, after = _policy(payload["before"]), _policy(payload["after"])
+    overridden = "recipe_override" in payload
+    if overridden and repository.recipe_override == payload["recipe_override"]:
         raise gate.ActionNoLongerApplies("the recipe already is the one this request asked for")
-    if repository.recipe_override != payload["previous_override"]:
+    if overridden and repository.recipe_override != payload["previous_override"]:
         raise gate.ActionNoLongerApplies(
             "the repository's recipe changed after this request was made; ask again"
         )
-    before = NetworkPolicy(payload["before"]["mode"], tuple(payload["before"]["domains"]))
-    after = NetworkPolicy(payload["after"]["mode"], tuple(payload["after"]["domains"]))
-    # Carried out by the system on the reviewer's approval (the entry names the approval).
-    _apply(
-        repository,
-        payload["recipe_override"],
-        actor=None,
-        before=before,
-        after=after,
-        approval=approval,
-    )
-    return {"egress": _describe(after)}
+    if repository.approved_network != before:
+        raise gate.ActionNoLongerApplies(
+            f"the repository's egress changed to {describe(repository.approved_network)} after "
+            "this request was made; the next build asks again if its recipe still widens it"
+        )
+    # Carried out by the system on the reviewer's approval (the entries name the approval).
+    if overridden:
+        _apply(
+            repository,
+            payload["recipe_override"],
+            actor=None,
+            before=before,
+            after=after,
+            approval=approval,
+        )
+    else:
+        _record_approved(
+            repository,
+            after,
+            before=before,
+            why=payload.get("requester", "the repository's recipe"),
+            approval=approval,
+        )
+    transaction.on_commit(lambda: refresh_snapshot.delay(repository.pk))
+    return {"egress": describe(after), "refresh": "queued"}
 
 
 gate.register_executor(WIDEN_EGRESS, execute_widen_egress)

@@ -88,7 +88,10 @@ class ApprovalRequest(models.Model):
 
     @property
     def requester_label(self) -> str:
-        return self.requested_by.get_username() if self.requested_by_id else "the agent"
+        if self.requested_by_id:
+            return self.requested_by.get_username()
+        # A snapshot build asks on behalf of the recipe it read (approvals.egress).
+        return (self.payload or {}).get("requester") or "the agent"
 
 
 class ApprovalPolicy(models.Model):

@@ -53,6 +53,31 @@ def _fernet() -> MultiFernet:
         ) from None
 
 
+SEALED_PREFIX = "fernet:"
+
+
+def seal(value: str) -> str:
+    """`value` encrypted with INSPECT_SECRETS_KEY, marked so it is never sealed twice.
+    SecretsUnavailable without a key (nothing secret is ever stored in plain text)."""
+    if not value or value.startswith(SEALED_PREFIX):
+        return value
+    return SEALED_PREFIX + _fernet().encrypt(value.encode()).decode()
+
+
+def unseal(value: str) -> str:
+    """The plain text of a `seal`ed value (an unsealed one is returned as is).
+    SecretsUnavailable when no configured key decrypts it."""
+    if not value.startswith(SEALED_PREFIX):
+        return value
+    try:
+        return _fernet().decrypt(value.removeprefix(SEALED_PREFIX).encode()).decode()
+    except InvalidToken:
+        raise SecretsUnavailable(
+            "a stored token cannot be decrypted with INSPECT_SECRETS_KEY (was the key changed? "
+            "keep the old one after the new, comma-separated)"
+        ) from None
+
+
 def secret_set(*, repository, name: str, value: str, scope: str = Scope.SETUP_START, by) -> None:
     """Create or replace a secret (MANAGE_REPOSITORY needed). The value is audited never; the
     change (name, scope, who) is."""

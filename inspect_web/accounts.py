@@ -1,10 +1,24 @@
-"""allauth adapters: local accounts are created by admins unless INSPECT_OPEN_SIGNUP is on."""
+"""Accounts: allauth adapters and views, and the one rule for which e-mail address is a user's.
+
+Local accounts are created by admins unless INSPECT_OPEN_SIGNUP is on. An address a user merely
+typed in proves nothing: it becomes their primary address, authors their commits and matches
+their Slack user only once it is verified (allauth's confirmation mail, a verified address from
+GitHub, or an admin ticking "verified"). An address an administrator set on an account that has
+never managed its own addresses (no allauth EmailAddress rows: created by an admin, by the
+shell or by `ensure_admin`) counts as vouched for by that administrator.
+"""
 
 from __future__ import annotations
 
 from allauth.account.adapter import DefaultAccountAdapter
+from allauth.account.models import EmailAddress
+from allauth.account.views import EmailView
 from allauth.socialaccount.adapter import DefaultSocialAccountAdapter
 from django.conf import settings
+from django.contrib import messages
+from django.contrib.auth import get_user_model
+from django.db.models import Exists, OuterRef, Q, QuerySet
+from django.http import HttpRequest, HttpResponse
 
 
 class AccountAdapter(DefaultAccountAdapter):
@@ -15,3 +29,44 @@ class AccountAdapter(DefaultAccountAdapter):
 class SocialAccountAdapter(DefaultSocialAccountAdapter):
     def is_open_for_signup(self, request, sociallogin) -> bool:
         return settings.OPEN_SIGNUP
+
+
+class VerifiedPrimaryEmailView(EmailView):
+    """Account › E-mail, where only a verified address can be made primary (allauth allows an
+    unverified one while the user has no verified address, which with verification off is
+    always)."""
+
+    def _action_primary(self, request: HttpRequest, *args, **kwargs) -> HttpResponse | None:
+        address = self._get_email_address(request)
+        if address is not None and not address.verified:
+            messages.error(
+                request,
+                f"{address.email} is not verified, so it cannot be your primary address: "
+                "verify it first (the confirmation link sent to it), or ask an administrator.",
+            )
+            return None
+        return super()._action_primary(request, *args, **kwargs)
+
+
+def verified_email(user) -> str:
+    """`user`'s primary address if it is verified (or set by an administrator), else ""."""
+    email = (getattr(user, "email", "") or "").strip()
+    if not email:
+        return ""
+    own = EmailAddress.objects.filter(user=user)
+    if not own.exists() or own.filter(email__iexact=email, verified=True).exists():
+        return email
+    return ""
+
+
+def users_by_verified_email(email: str) -> QuerySet:
+    """Active users for whom `email` is a verified address (or one an administrator set)."""
+    email = (email or "").strip()
+    users = get_user_model().objects.filter(is_active=True)
+    if not email:
+        return users.none()
+    verified = EmailAddress.objects.filter(user=OuterRef("pk"), email__iexact=email, verified=True)
+    managed = EmailAddress.objects.filter(user=OuterRef("pk"))
+    return users.filter(
+        Q(Exists(verified)) | (Q(email__iexact=email) & ~Q(Exists(managed)))
+    ).distinct()

@@ -11,12 +11,13 @@ from channels.routing import ProtocolTypeRouter, URLRouter  # noqa: E402
 from channels.security.websocket import AllowedHostsOriginValidator  # noqa: E402
 
 from inspect_web.routing import websocket_urlpatterns  # noqa: E402
+from sessions.preview_origin import PreviewOriginWebsockets  # noqa: E402
 
 application = ProtocolTypeRouter(
     {
         "http": django_asgi_app,
         "websocket": AllowedHostsOriginValidator(
-            AuthMiddlewareStack(URLRouter(websocket_urlpatterns))
+            AuthMiddlewareStack(PreviewOriginWebsockets(URLRouter(websocket_urlpatterns)))
         ),
     }
 )

@@ -71,17 +71,64 @@ def env_list(name: str, default: list[str]) -> list[str]:
     return [item.strip() for item in raw.split(",") if item.strip()]
 
 
+def env_origin(name: str) -> str:
+    """An origin (`https://host[:port]`, nothing after it), normalised; "" when unset."""
+    raw = env_str(name)
+    if not raw:
+        return ""
+    parts = urlsplit(raw)
+    try:
+        port = parts.port
+    except ValueError:
+        raise ConfigError(name, f"{raw!r} has a port that is not a number") from None
+    if parts.scheme not in {"http", "https"} or not parts.hostname:
+        raise ConfigError(name, f"{raw!r} is not an origin like https://preview.example.org")
+    if (
+        parts.username
+        or parts.password
+        or parts.path not in {"", "/"}
+        or parts.query
+        or parts.fragment
+    ):
+        raise ConfigError(
+            name, f"{raw!r} must be an origin only (scheme, host and port), with no path"
+        )
+    host = f"[{parts.hostname}]" if ":" in parts.hostname else parts.hostname
+    return f"{parts.scheme}://{host}" + (f":{port}" if port else "")
+
+
 def path(name: str, default: Path) -> Path:
     return Path(env_str(name) or default).expanduser().resolve()
 
 
+# What the platform keeps in its data dir is for its own processes only: the sandboxes and
+# egress proxies run as other host uids and must not read the database, keys or Redis socket.
+PRIVATE_UMASK = 0o077
+# Files made before the data dir was private (or copied in) are tightened on every start.
+_PRIVATE_FILES = ("secret_key", "db.sqlite3", "db.sqlite3-wal", "db.sqlite3-shm")
+
+
+def restrict_umask() -> None:
+    """Every file and directory a platform process makes is its own (umask 077)."""
+    os.umask(PRIVATE_UMASK)
+
+
 def data_dir(default: Path) -> Path:
-    """INSPECT_DATA_DIR, created if missing; every embedded default lives inside it."""
+    """INSPECT_DATA_DIR, created 0700 if missing (an existing one is tightened to 0700); every
+    embedded default lives inside it."""
     path = Path(env_str("INSPECT_DATA_DIR") or default).expanduser().resolve()
     try:
-        path.mkdir(parents=True, exist_ok=True)
+        path.mkdir(mode=0o700, parents=True, exist_ok=True)
+        path.chmod(0o700)
+        for name in _PRIVATE_FILES:
+            if (path / name).exists():
+                (path / name).chmod(0o600)
     except OSError as exc:
-        raise ConfigError("INSPECT_DATA_DIR", f"cannot create {path}: {exc.strerror}") from None
+        raise ConfigError(
+            "INSPECT_DATA_DIR",
+            f"cannot create {path} or make it private (0700): {exc.strerror}; "
+            "run as the user that owns it",
+        ) from None
     if not os.access(path, os.W_OK):
         raise ConfigError("INSPECT_DATA_DIR", f"{path} is not writable by this user")
     return path
@@ -98,6 +145,7 @@ def secret_key(data: Path) -> str:
         return value
     path = data / "secret_key"
     if path.exists():
+        path.chmod(0o600)
         return path.read_text().strip()
     value = secrets.token_urlsafe(50)
     fd = os.open(path, os.O_WRONLY | os.O_CREAT | os.O_EXCL, 0o600)

@@ -3,16 +3,26 @@
 from __future__ import annotations
 
 from pathlib import Path
+from urllib.parse import urlsplit
 
 from inspect_web import env
 
 BASE_DIR = Path(__file__).resolve().parent.parent
+# Before anything is written: web, workers, beat and manage.py all load these settings.
+env.restrict_umask()
 DATA_DIR = env.data_dir(BASE_DIR / "var")
 
 SECRET_KEY = env.secret_key(DATA_DIR)
 DEBUG = env.env_bool("DEBUG", False)
 ALLOWED_HOSTS = env.env_list("ALLOWED_HOSTS", ["localhost", "127.0.0.1", "[::1]"])
 CSRF_TRUSTED_ORIGINS = env.env_list("CSRF_TRUSTED_ORIGINS", [])
+# A separate origin that serves only the live preview (recommended in production): the
+# agent-written application then never runs on the dashboard's origin at all.
+PREVIEW_ORIGIN = env.env_origin("INSPECT_PREVIEW_ORIGIN")
+if PREVIEW_ORIGIN and "*" not in ALLOWED_HOSTS:
+    _preview_host = urlsplit(PREVIEW_ORIGIN).hostname or ""
+    ALLOWED_HOSTS.append(f"[{_preview_host}]" if ":" in _preview_host else _preview_host)
+PREVIEW_COOKIE_SECONDS = env.env_int("INSPECT_PREVIEW_COOKIE_SECONDS", 8 * 3600, minimum=60)
 
 # Behind TLS (a proxy terminating HTTPS): secure cookies, HSTS and redirects.
 HTTPS = env.env_bool("INSPECT_HTTPS", False)
@@ -57,6 +67,7 @@ INSTALLED_APPS = [
 ]
 
 MIDDLEWARE = [
+    "sessions.preview_origin.PreviewOriginMiddleware",  # the preview origin serves nothing else
     "django.middleware.security.SecurityMiddleware",
     "whitenoise.middleware.WhiteNoiseMiddleware",
     "django.contrib.sessions.middleware.SessionMiddleware",
@@ -314,7 +325,9 @@ elif GITHUB_OAUTH_CLIENT_ID or GITHUB_OAUTH_CLIENT_SECRET:
         "GitHub login needs both GITHUB_OAUTH_CLIENT_ID and GITHUB_OAUTH_CLIENT_SECRET",
     )
 
-SOCIALACCOUNT_STORE_TOKENS = True  # the PR-opening token of a user who logged in with GitHub
+# The PR-opening token of a user who logged in with GitHub: stored only encrypted, so only when
+# INSPECT_SECRETS_KEY is set (approvals.oauth_tokens).
+SOCIALACCOUNT_STORE_TOKENS = bool(SECRETS_KEY)
 
 # The GitHub App the worker acts as for clone, push, PRs and merges (repositories linked with
 # `inspect github link`). The private key: PEM text, or a path to the PEM file.

@@ -27,6 +27,13 @@ class StartupError(Exception):
     """One line for the person starting the system: what is wrong and what to do."""
 
 
+def daphne_command(python: str, host: str, port: int) -> list[str]:
+    """How the supervisor starts daphne: its access log goes to stdout (daphne's default),
+    with credentials in addresses redacted (inspect_web.web_server)."""
+    return [python, "-m", "inspect_web.web_server", "-b", host, "-p", str(port),
+            "inspect_web.asgi:application"]  # fmt: skip
+
+
 def _die_with_parent() -> None:
     ctypes.CDLL("libc.so.6", use_errno=True).prctl(PR_SET_PDEATHSIG, signal.SIGTERM)
 
@@ -112,7 +119,9 @@ def _stop(children: dict[str, subprocess.Popen], grace: float = 10.0) -> None:
 
 def run() -> int:
     os.environ.setdefault("DJANGO_SETTINGS_MODULE", "inspect_web.settings")
-    from inspect_web.env import ConfigError, env_int, env_str
+    from inspect_web.env import ConfigError, env_int, env_str, restrict_umask
+
+    restrict_umask()  # the children (Redis, daphne, Celery) inherit it
 
     children: dict[str, subprocess.Popen] = {}
     stopping = False
@@ -156,8 +165,7 @@ def run() -> int:
 
         python = sys.executable
         commands = {
-            "daphne": [python, "-m", "daphne", "-b", host, "-p", str(port),
-                       "inspect_web.asgi:application"],
+            "daphne": daphne_command(python, host, port),
             "worker": [python, "-m", "celery", "-A", "inspect_web", "worker", "-l", "info",
                        "--concurrency", str(workers), "-n", f"worker-{os.getpid()}@%h"],
             "beat": [python, "-m", "celery", "-A", "inspect_web", "beat", "-l", "info",

@@ -2,6 +2,7 @@ from django.contrib import admin
 from django.urls import include, path
 
 from inspect_web import health, views
+from inspect_web.accounts import VerifiedPrimaryEmailView
 from sessions.views import github_webhook
 
 urlpatterns = [
@@ -18,6 +19,8 @@ urlpatterns = [
     path("slack/", include("integrations.urls")),
     path("webhooks/github/", github_webhook, name="github-webhook"),
     path("account/tokens/", include("api.account_urls")),
+    # Before allauth's own: only a verified address can be made primary.
+    path("accounts/email/", VerifiedPrimaryEmailView.as_view(), name="account_email"),
     path("accounts/", include("allauth.urls")),
     path("admin/", admin.site.urls),
 ]

@@ -15,6 +15,7 @@ from datetime import UTC, datetime
 
 from django.conf import settings
 
+from inspect_web.accounts import verified_email
 from snapshots import mirror
 from snapshots.models import Repository
 
@@ -123,7 +124,7 @@ class LocalHost:
                 f"{pr.branch} conflicts with {pr.base}; ask the agent to rebase it"
             ) from None
         name = merged_by.get_full_name() or merged_by.get_username()
-        email = merged_by.email or f"{merged_by.get_username()}@users.inspect-web.invalid"
+        email = verified_email(merged_by) or f"{merged_by.get_username()}@users.inspect-web.invalid"
         who = {"GIT_AUTHOR_NAME": name, "GIT_AUTHOR_EMAIL": email,
                "GIT_COMMITTER_NAME": name, "GIT_COMMITTER_EMAIL": email}  # fmt: skip
         message = f"Merge {pr.branch} (session {pr.session_id})\n\n{pr.title}\n"
@@ -392,7 +393,10 @@ def _user_github_token(user) -> str | None:
         .order_by("-id")
         .first()
     )
-    if token is None or (token.expires_at and token.expires_at <= datetime.now(UTC)):
+    # Stored encrypted; an empty token is one the secrets key no longer decrypts.
+    if token is None or not token.token:
+        return None
+    if token.expires_at and token.expires_at <= datetime.now(UTC):
         return None
     return token.token
 

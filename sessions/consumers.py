@@ -452,7 +452,7 @@ class SessionStreamConsumer(AsyncWebsocketConsumer):
     async def authenticate(self):
         """The viewer's user: the browser session's (Channels' AuthMiddlewareStack).
 
-        Without one, an API token (CLI, REST clients): `Authorization: Bearer …` or `?token=`.
+        Without one, an API token (`Authorization: Bearer …`) or a stream ticket (`?ticket=`).
         """
         user = self.scope.get("user") or AnonymousUser()
         if user.is_authenticated:

@@ -7,6 +7,7 @@ from django.core.files.storage import default_storage
 from django.urls import reverse
 
 from sessions.agents import RUNTIME_NAMES
+from sessions.models import Attachment
 from sessions.services import MAX_PROMPT_BYTES
 
 MAX_IMAGES = 5
@@ -61,6 +62,7 @@ class NewSessionForm(forms.Form):
         self.fields["repository"].queryset = repositories
         self.fields["agent"].choices = [("", "default")] + [(n, n) for n in RUNTIME_NAMES]
         self.saved_images: list[str] = []
+        self.stored_images: list[tuple[str, str]] = []  # (folder, name) in storage
 
     def clean_prompt(self) -> str:
         text = self.cleaned_data["prompt"].strip()
@@ -88,15 +90,22 @@ class NewSessionForm(forms.Form):
 
     def prompt_with_attachments(self) -> str:
         """The prompt, with links to the uploaded images appended. The images are stored under
-        a random folder and served only to members who can see a prompt linking them
-        (sessions.views.session_attachment)."""
+        a random folder; `attach_to` then gives them to the session the prompt starts, whose
+        repository's members alone may see them (sessions.views.session_attachment)."""
         text = self.cleaned_data["prompt"]
         folder = uuid.uuid4().hex
         for upload in self.cleaned_data.get("images") or []:
             name = default_storage.save(f"{ATTACHMENTS}/{folder}/{upload.name}", upload)
-            self.saved_images.append(
-                reverse("sessions:attachment", args=[folder, name.rsplit("/", 1)[-1]])
-            )
+            stored = name.rsplit("/", 1)[-1]
+            self.stored_images.append((folder, stored))
+            self.saved_images.append(reverse("sessions:attachment", args=[folder, stored]))
         if self.saved_images:
             text += "\n\nAttached images:\n" + "\n".join(self.saved_images)
         return text
+
+    def attach_to(self, session, *, uploaded_by) -> None:
+        """Record the stored images as `session`'s attachments."""
+        Attachment.objects.bulk_create(
+            Attachment(folder=folder, name=name, session=session, uploaded_by=uploaded_by)
+            for folder, name in self.stored_images
+        )

@@ -127,6 +127,35 @@ class Prompt(models.Model):
         return f"prompt {self.order} of session {self.session_id}"
 
 
+class Attachment(models.Model):
+    """An image uploaded with a session's first prompt, stored at `attachments/<folder>/<name>`.
+
+    It belongs to that session, and so to its repository: only that repository's members see it.
+    Quoting its link in a prompt elsewhere grants nothing. A file with no session (stored before
+    attachments had one, and linked by no prompt) is served to site admins only.
+    """
+
+    repository_path = "session__repository"
+
+    folder = models.CharField(max_length=32)
+    name = models.CharField(max_length=255)
+    session = models.ForeignKey(
+        Session, null=True, blank=True, on_delete=models.CASCADE, related_name="attachments"
+    )
+    uploaded_by = models.ForeignKey(
+        settings.AUTH_USER_MODEL, null=True, blank=True, on_delete=models.SET_NULL, related_name="+"
+    )
+    created_at = models.DateTimeField(default=timezone.now)
+
+    class Meta:
+        constraints = [
+            models.UniqueConstraint(fields=["folder", "name"], name="attachment_path_unique")
+        ]
+
+    def __str__(self) -> str:
+        return f"attachment {self.folder}/{self.name} of session {self.session_id}"
+
+
 class Event(models.Model):
     """One entry of a session's log: the source of truth every viewer reads (gap-free `seq`)."""
 

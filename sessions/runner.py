@@ -17,6 +17,7 @@ from django.utils import timezone
 
 from approvals import audit
 from approvals.agent import SessionApprovals, agent_env
+from inspect_web.accounts import verified_email
 from sessions import services, states
 from sessions.agents import AgentError, get_runtime, turn_limits
 from sessions.agents.base import EVENT_KIND, Author, Turn
@@ -133,7 +134,8 @@ class DriftSync:
 
 def _author(user) -> Author:
     name = user.get_full_name() or user.get_username()
-    email = user.email or f"{user.get_username()}@users.inspect-web.invalid"
+    # An address the user only typed in could be anyone's: unverified, it authors nothing.
+    email = verified_email(user) or f"{user.get_username()}@users.inspect-web.invalid"
     return Author(username=user.get_username(), name=name, email=email)
 
 

@@ -5,7 +5,7 @@ from __future__ import annotations
 
 import re
 
-from django.contrib.auth.decorators import login_required
+from django.conf import settings
 from django.contrib.auth.views import redirect_to_login
 from django.core.files.storage import default_storage
 from django.http import FileResponse, Http404, HttpRequest, HttpResponse
@@ -15,6 +15,7 @@ from django.views.decorators.csrf import csrf_exempt
 from approvals.audit import record
 from inspect_web import access
 from sessions import preview as live
+from sessions import preview_origin as origin
 from sessions.models import Session
 from sessions.screenshots import artifact_name, preview_port, screenshot_link_valid
 
@@ -40,15 +41,30 @@ def screenshot_image(request: HttpRequest, pk: int, key: str) -> HttpResponse:
 # It is safe to exempt: the request reaches only the sandbox, never the dashboard's state, and
 # the viewer's cookies are not forwarded.
 @csrf_exempt
-@login_required
 def preview_proxy(request: HttpRequest, pk: int, path: str = "") -> HttpResponse:
-    """The session's running application, proxied from inside its sandbox."""
+    """The session's running application, proxied from inside its sandbox. With a separate
+    preview origin (INSPECT_PREVIEW_ORIGIN) it is served there only: the dashboard hands a
+    member over with an entry token (sessions.preview_origin)."""
+    prefix = f"/sessions/{int(pk)}/preview/"
+    if settings.PREVIEW_ORIGIN and origin.on_preview_origin(request):
+        if not request.path.startswith(prefix):  # the cookie's path is the prefix
+            return redirect(prefix)
+        if origin.ENTRY_PARAMETER in request.GET:
+            return origin.enter(request, pk)
+        viewer = origin.cookie_user(request.COOKIES, pk)
+        if viewer is None:
+            return origin.not_signed_in()
+    elif not request.user.is_authenticated:
+        return redirect_to_login(request.get_full_path())
+    else:
+        viewer = request.user
     session = access.get_visible_or_404(
-        request.user, Session.objects.select_related("snapshot", "repository"), pk=pk
+        viewer, Session.objects.select_related("snapshot", "repository"), pk=pk
     )
-    prefix = f"/sessions/{session.pk}/preview/"
     if not request.path.startswith(prefix):
         return redirect(prefix)
+    if settings.PREVIEW_ORIGIN and not origin.on_preview_origin(request):
+        return redirect(origin.entry_url(request, user=viewer, session_id=session.pk))
     try:
         preview = live.session_preview(session)
         sandbox = live.live_sandbox(session)
@@ -57,7 +73,7 @@ def preview_proxy(request: HttpRequest, pk: int, path: str = "") -> HttpResponse
         except live.PreviewNotRunning:
             record(
                 "preview.start",
-                actor=request.user,
+                actor=viewer,
                 session=session,
                 object_type="session",
                 object_id=session.pk,
@@ -73,6 +89,7 @@ def preview_proxy(request: HttpRequest, pk: int, path: str = "") -> HttpResponse
             body=request.body,
             port=preview_port(preview),
             prefix=prefix,
+            app_url=preview.url,
         )
     except live.PreviewUnavailable as exc:
         if exc.status == 404:

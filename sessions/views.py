@@ -16,7 +16,7 @@ from inspect_web import access, roles
 from sessions import rendering, services
 from sessions.agents import RUNTIME_NAMES
 from sessions.forms import NewSessionForm
-from sessions.models import Session, State
+from sessions.models import Attachment, Session, State
 
 PAGE_EVENTS = 300
 
@@ -72,15 +72,17 @@ def session_new(request: HttpRequest) -> HttpResponse:
     if request.method == "POST" and form.is_valid():
         data = form.cleaned_data
         try:
-            session = services.session_create(
-                repository=data["repository"],
-                creator=request.user,
-                prompt=form.prompt_with_attachments(),
-                agent=data["agent"],
-                agent_command=data["agent_command"],
-                model=data["model"].strip(),
-                branch=data["branch"] or None,
-            )
+            with transaction.atomic():  # the images belong to the session from its first moment
+                session = services.session_create(
+                    repository=data["repository"],
+                    creator=request.user,
+                    prompt=form.prompt_with_attachments(),
+                    agent=data["agent"],
+                    agent_command=data["agent_command"],
+                    model=data["model"].strip(),
+                    branch=data["branch"] or None,
+                )
+                form.attach_to(session, uploaded_by=request.user)
         except services.SessionError as exc:
             form.add_error(None, str(exc))
         else:
@@ -110,16 +112,22 @@ def session_prewarm(request: HttpRequest) -> HttpResponse:
 
 @login_required
 def session_attachment(request: HttpRequest, folder: str, name: str) -> HttpResponse:
-    """An image attached to a prompt, for members who can see a prompt that links it."""
+    """An image attached to a session's prompt, for members of that session's repository (and,
+    for a stored file that belongs to no session, site admins). Where the link is quoted does
+    not matter: a link in one's own prompt to another repository's image grants nothing."""
     from django.core.files.storage import default_storage
 
     from sessions.forms import ATTACHMENTS, IMAGE_SUFFIXES
 
-    link = reverse("sessions:attachment", args=[folder, name])
-    linked = access.visible_to(request.user, Session.objects.filter(prompts__text__contains=link))
+    attachment = Attachment.objects.filter(folder=folder, name=name).first()
+    if attachment is None or attachment.session_id is None:
+        allowed = request.user.is_superuser  # no owner to ask: site admins only
+    else:
+        allowed = access.visible_to(request.user, Attachment.objects.filter(pk=attachment.pk))
+        allowed = allowed.exists()
     content_type = IMAGE_SUFFIXES.get(name.rsplit(".", 1)[-1].lower())
     path = f"{ATTACHMENTS}/{folder}/{name}"
-    if content_type is None or not linked.exists() or not default_storage.exists(path):
+    if content_type is None or not allowed or not default_storage.exists(path):
         raise Http404("No attachment matches this address.")
     return FileResponse(default_storage.open(path), content_type=content_type)
 

@@ -146,16 +146,19 @@ def _when(value: Any) -> datetime:
     return (parse_datetime(value) if isinstance(value, str) else None) or timezone.now()
 
 
-def user_for_github_login(login: str, github_id: Any = None):
-    """The user who signed in here with this GitHub account (allauth), or None."""
+def user_for_github_id(github_id: Any):
+    """The user who signed in here with the GitHub account whose numeric id this is (allauth's
+    SocialAccount.uid), or None. Never by login: a login can be renamed and then taken by
+    someone else, an id cannot."""
     from allauth.socialaccount.models import SocialAccount
 
-    accounts = SocialAccount.objects.select_related("user").filter(provider="github")
-    account = None
-    if github_id is not None:
-        account = accounts.filter(uid=str(github_id)).first()
-    if account is None and login:
-        account = accounts.filter(extra_data__login__iexact=login).first()
+    if github_id is None or isinstance(github_id, bool) or not str(github_id).isdigit():
+        return None
+    account = (
+        SocialAccount.objects.select_related("user")
+        .filter(provider="github", uid=str(github_id))
+        .first()
+    )
     return account.user if account else None
 
 
@@ -184,7 +187,7 @@ def on_pull_request(link: GitHubLink, payload: dict) -> str:
         pulls.mark_merged(
             pr,
             merge_sha=data.get("merge_commit_sha") or "",
-            merged_by=user_for_github_login(merger.get("login", ""), merger.get("id")),
+            merged_by=user_for_github_id(merger.get("id")),
             at=_when(data.get("merged_at")),
         )
         _audit(pr, "pull_request.merged", {"on": ref, "by": merger.get("login", "")})
@@ -241,7 +244,7 @@ def on_pull_request_review(link: GitHubLink, payload: dict) -> str:
     ref = f"{link.full_name}#{pr.number}"
     recorded = pulls.record_review(
         pr, kind=kind, external_id=f"github-review-{review.get('id')}",
-        reviewer=user_for_github_login(login, user.get("id")), login=login,
+        reviewer=user_for_github_id(user.get("id")), login=login,
         commit=review.get("commit_id") or "", at=at, where=" on GitHub",
     )  # fmt: skip
     if not recorded:
@@ -278,7 +281,7 @@ def on_issue_comment(link: GitHubLink, payload: dict) -> str:
     queued_key = f"issue_comment/{comment.get('id')}"[:100]
     if WebhookDelivery.objects.filter(delivery_id=queued_key).exists():
         return f"comment {comment.get('id')} on {ref} already queued a prompt"
-    user = user_for_github_login(login, author.get("id"))
+    user = user_for_github_id(author.get("id"))
     text = mention.sub("", body).strip()
     refusal = ""
     if user is None:

@@ -15,18 +15,21 @@ import shlex
 import shutil
 import time
 from collections.abc import Callable
+from dataclasses import replace
 from pathlib import Path
 
 from django.conf import settings
 from django.db import transaction
 from django.utils import timezone
 
+from approvals.egress import as_json, egress_for_build
 from inspect_web.redis_client import get_redis
 from sessions.agents.redaction import redact
 from snapshots import mirror
 from snapshots.backends import sandbox_backend
 from snapshots.models import Repository, Snapshot
-from snapshots.recipe import LOCKFILE_PATTERNS, RECIPE_PATH, RecipeError, load_recipe
+from snapshots.recipe import LOCKFILE_PATTERNS, RecipeError, load_recipe, read_recipe_file
+from snapshots.repository_files import lockfile_hashes
 from snapshots.sandbox import Limits, SandboxError
 
 log = logging.getLogger(__name__)
@@ -123,12 +126,24 @@ def _build(repository: Repository, branch: str, build_log: BuildLog) -> Snapshot
         build_log.write(f"checked out {branch} at {snapshot.commit}")
         recipe = load_recipe(workspace, repository.recipe_override)
         snapshot.recipe_source = recipe.source
+        # The recipe asks; the last approved egress decides (a widening waits for a reviewer).
+        egress = egress_for_build(
+            repository,
+            recipe.egress,
+            source=recipe.source,
+            default_branch=branch == repository.default_branch,
+        )
+        if egress.note:
+            build_log.write(f"egress: {egress.note}")
+        recipe = replace(recipe, egress=egress.policy)
+        snapshot.egress = as_json(egress.policy)
         if recipe.refresh_minutes != repository.refresh_minutes:
             Repository.objects.filter(pk=repository.pk).update(
                 refresh_minutes=recipe.refresh_minutes
             )
-        snapshot.recipe_toml = repository.recipe_override or _read(workspace / RECIPE_PATH)
-        snapshot.lockfile_hashes = mirror.lockfile_hashes(workspace, LOCKFILE_PATTERNS)
+        # Read without following links: a committed link must not make the worker read the host.
+        snapshot.recipe_toml = repository.recipe_override or read_recipe_file(workspace)
+        snapshot.lockfile_hashes = lockfile_hashes(workspace, LOCKFILE_PATTERNS)
         base_ref = backend.snapshot_from_directory(
             str(workspace), labels={"repository": repository.name}
         )
@@ -224,10 +239,6 @@ def _describe(exc: Exception) -> str:
     if isinstance(exc, mirror.MirrorError):
         return f"cannot fetch the repository: {exc}"
     return str(exc)
-
-
-def _read(path: Path) -> str:
-    return path.read_text(errors="replace") if path.is_file() else ""
 
 
 def _measure(tree: Path) -> tuple[int, int]:

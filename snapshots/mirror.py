@@ -6,7 +6,6 @@ bundle written into the workspace, so no credentials or network reach the sandbo
 
 from __future__ import annotations
 
-import hashlib
 import os
 import shutil
 import subprocess
@@ -153,14 +152,3 @@ def bundle(mirror: Path, base: str, head: str, branch: str) -> bytes:
         return tmp.read_bytes()
     finally:
         tmp.unlink(missing_ok=True)
-
-
-def lockfile_hashes(workspace: Path, patterns: tuple[str, ...]) -> dict[str, str]:
-    """sha256 of each lockfile at the top of the tree (and one level down, for monorepos)."""
-    found: dict[str, str] = {}
-    for pattern in patterns:
-        for path in [*workspace.glob(pattern), *workspace.glob(f"*/{pattern}")]:
-            if path.is_file() and ".git" not in path.parts:
-                rel = str(path.relative_to(workspace))
-                found[rel] = hashlib.sha256(path.read_bytes()).hexdigest()
-    return dict(sorted(found.items()))

@@ -5,6 +5,8 @@ from django.core.validators import RegexValidator
 from django.db import models
 from django.urls import reverse
 
+from snapshots.sandbox import NetworkPolicy
+
 
 class Role(models.TextChoices):
     """A member's role on one repository; each is a Django group holding its permissions."""
@@ -37,6 +39,14 @@ class Repository(models.Model):
         choices=[(name, name) for name in ("builtin", "opencode", "claude-code", "codex")],
         help_text="Agent for new sessions here; empty: the site's INSPECT_DEFAULT_AGENT.",
     )
+    # The egress in force (DESIGN.md invariant 3): changed only by approvals.egress, so neither
+    # the repository's own recipe file nor the dashboard can widen it around the approval gate.
+    approved_egress = models.JSONField(
+        default=dict,
+        blank=True,
+        help_text="The last approved egress policy; empty means none (the baseline).",
+    )
+    egress_approved_at = models.DateTimeField(null=True, blank=True)
     created_at = models.DateTimeField(auto_now_add=True)
 
     class Meta:
@@ -49,6 +59,12 @@ class Repository(models.Model):
 
     def __str__(self) -> str:
         return self.name
+
+    @property
+    def approved_network(self) -> NetworkPolicy:
+        """The last approved egress policy (`none` until one is approved)."""
+        data = self.approved_egress or {}
+        return NetworkPolicy(data.get("mode", "none"), tuple(data.get("domains", ())))
 
 
 class Membership(models.Model):
@@ -90,6 +106,9 @@ class Snapshot(models.Model):
     lockfile_hashes = models.JSONField(default=dict, blank=True)
     recipe_toml = models.TextField(blank=True, help_text="The recipe the snapshot was built with.")
     recipe_source = models.CharField(max_length=100, blank=True)
+    egress = models.JSONField(
+        default=dict, blank=True, help_text="The egress in force when it was built."
+    )
     log = models.TextField(blank=True, help_text="Build output (head and tail when long).")
     exit_code = models.IntegerField(null=True, blank=True)
     error = models.TextField(blank=True)

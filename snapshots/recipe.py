@@ -10,9 +10,11 @@ import tomllib
 from dataclasses import dataclass, field
 from pathlib import Path
 
+from snapshots.repository_files import LinkedPath, read_repository_file
 from snapshots.sandbox import NetworkPolicy
 
 RECIPE_PATH = ".inspect/environment.toml"
+RECIPE_MAX_BYTES = 256 * 1024
 # Lockfiles whose hashes are stored with each snapshot; a change makes the snapshot stale.
 LOCKFILE_PATTERNS = (
     "poetry.lock",
@@ -154,11 +156,23 @@ def parse_recipe(text: str, *, where: str = RECIPE_PATH) -> Recipe:
     )
 
 
+def read_recipe_file(workspace: Path) -> str:
+    """The text of the checked-out repository's own recipe ("" when it has none), read without
+    following links. RecipeError when it (or `.inspect`) is a link or is too large."""
+    try:
+        data = read_repository_file(workspace, RECIPE_PATH, max_bytes=RECIPE_MAX_BYTES)
+    except LinkedPath as exc:
+        raise RecipeError(
+            f"{exc.strerror}; the recipe must be a regular file in the repository"
+        ) from None
+    except ValueError as exc:
+        raise RecipeError(str(exc)) from None
+    return data.decode(errors="replace") if data is not None else ""
+
+
 def load_recipe(workspace: Path, override: str = "") -> Recipe:
     """The dashboard's override when set, else the repository's own file, else the default."""
     if override.strip():
         return parse_recipe(override, where="the recipe set in the dashboard")
-    path = workspace / RECIPE_PATH
-    if path.is_file():
-        return parse_recipe(path.read_text(errors="replace"))
-    return Recipe()
+    text = read_recipe_file(workspace)
+    return parse_recipe(text) if text else Recipe()

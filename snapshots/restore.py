@@ -5,12 +5,13 @@ from __future__ import annotations
 import fnmatch
 import time
 from collections.abc import Callable, Mapping
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from functools import partial
 
 from django.db import transaction
 
 from approvals.audit import record
+from approvals.egress import egress_in_force
 from snapshots import mirror
 from snapshots.backends import sandbox_backend
 from snapshots.models import Repository, Snapshot
@@ -53,9 +54,14 @@ def newest_ready(repository: Repository, branch: str | None = None) -> Snapshot:
 
 
 def recipe_of(snapshot: Snapshot) -> Recipe:
-    if not snapshot.recipe_toml.strip():
-        return Recipe()
-    return parse_recipe(snapshot.recipe_toml, where=snapshot.recipe_source or "recipe")
+    """The recipe `snapshot` was built with, its egress replaced by the egress in force (what
+    every sandbox of the repository gets: restore, preview, screenshots, verify)."""
+    recipe = (
+        parse_recipe(snapshot.recipe_toml, where=snapshot.recipe_source or "recipe")
+        if snapshot.recipe_toml.strip()
+        else Recipe()
+    )
+    return replace(recipe, egress=egress_in_force(snapshot.repository, recipe.egress))
 
 
 def restore_sandbox(

@@ -5,6 +5,7 @@ from django.http import HttpRequest, HttpResponse
 from django.shortcuts import get_object_or_404, redirect, render
 from django.views.decorators.http import require_POST
 
+from approvals.egress import describe, egress_in_force, widening_requests
 from inspect_web import access, roles
 from snapshots.models import Snapshot
 
@@ -28,6 +29,8 @@ def snapshot_list(request: HttpRequest) -> HttpResponse:
                 "building": any(s.state == Snapshot.State.BUILDING for s in builds),
                 "history": builds,
                 "can_refresh": repository.pk in refreshable,
+                "egress": describe(egress_in_force(repository)),
+                "egress_requests": widening_requests(repository),
             }
         )
     return render(request, "snapshots/list.html", {"rows": rows})

@@ -40,7 +40,7 @@ def sandboxes_cleaned_up():
 
 @pytest.fixture(scope="session", autouse=True)
 def flush_lifts_the_audit_truncate_guard():
-    """PostgreSQL refuses TRUNCATE of the audit table (approvals migration 0005), but a
+    """PostgreSQL refuses TRUNCATE of the audit table (approvals migration 0006), but a
     transactional test's teardown flushes every table with TRUNCATE: lift the guard for that
     statement only, as the table's owner may."""
     from django.db.backends.postgresql.operations import DatabaseOperations

@@ -8,11 +8,11 @@ import logging
 import re
 
 from django.conf import settings
-from django.contrib.auth import get_user_model
 from django.core.exceptions import PermissionDenied
 from slack_sdk.errors import SlackApiError
 
 from inspect_web import access
+from inspect_web.accounts import users_by_verified_email
 from integrations.models import SlackThread, SlackUser
 from integrations.slack import routing
 from integrations.slack.blocks import status_blocks
@@ -24,7 +24,8 @@ MENTION = re.compile(r"<@[A-Z0-9]+>")
 
 
 def account_for(slack_user_id: str):
-    """The account of a Slack user: the mapping, else the account with their Slack email."""
+    """The account of a Slack user: the mapping, else the account for which their Slack email
+    is a verified address (an unverified one could have been typed in by anyone)."""
     mapped = SlackUser.objects.filter(slack_user_id=slack_user_id).select_related("user").first()
     if mapped:
         return mapped.user
@@ -34,11 +35,8 @@ def account_for(slack_user_id: str):
         log.warning("users.info for %s failed: %s", slack_user_id, exc)
         return None
     email = (profile.get("email") or "").strip()
-    user = (
-        get_user_model().objects.filter(email__iexact=email, is_active=True).first()
-        if email
-        else None
-    )
+    matches = list(users_by_verified_email(email)[:2]) if email else []
+    user = matches[0] if len(matches) == 1 else None  # two accounts claim it: ask an admin
     if user:
         SlackUser.objects.get_or_create(slack_user_id=slack_user_id, defaults={"user": user})
     return user

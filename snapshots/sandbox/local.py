@@ -719,7 +719,9 @@ class LocalBackend(SandboxBackend):
     def _prepare_workspace(self, sdir: Path, layers: list[str], state: dict[str, Any]) -> None:
         merged = self.mount_base / state["id"]
         merged.mkdir(exist_ok=True)
-        (self.mount_base / f"{state['id']}.run").mkdir(mode=0o755, exist_ok=True)
+        run_dir = self.mount_base / f"{state['id']}.run"
+        run_dir.mkdir(exist_ok=True)
+        run_dir.chmod(0o755)  # explicit: platform processes run under umask 077
         state["workspace"] = str(merged)
         if self.overlay_problem is None:
             upper, work = sdir / "upper", sdir / "work"

@@ -125,6 +125,10 @@ def _rootfs(backend: LocalBackend) -> Path:
             subprocess.run(["cp", "-a", str(src), str(rootfs / "etc" / name)], check=False)
     for name in ("passwd", "group", "hostname", "hosts"):
         shutil.copy(backend._etc / name, rootfs / "etc" / name)
+    # Explicit modes: platform processes run under umask 077; the sandbox user walks these.
+    for path in [rootfs, *rootfs.rglob("*")]:
+        if path.is_dir() and not path.is_symlink():
+            path.chmod(0o755)
     (rootfs / "tmp").chmod(0o1777)
     (rootfs / ".ready").touch()
     return rootfs

@@ -74,15 +74,18 @@ def test_sse_refuses_no_token_a_non_member_and_a_bad_last_event_id(
     assert bad.status_code == 400 and "whole number" in bad.json()["detail"]
 
 
-async def test_the_websocket_accepts_an_api_token_in_the_header_or_the_query(
+async def test_the_websocket_accepts_an_api_token_in_the_header_or_a_ticket_in_the_query(
     daphne, session, team, token_for
 ):
+    from api.tokens import stream_ticket_create
+
     token = await in_thread(token_for, team.engineer)
+    ticket = await in_thread(lambda: stream_ticket_create(user=team.engineer))
     await in_thread(append, session.pk, 2)
     origin = f"http://127.0.0.1:{daphne.port}"
     for url, headers in [
         (daphne.ws_url(session.pk, "after=1"), {"Authorization": f"Bearer {token}"}),
-        (daphne.ws_url(session.pk, f"after=1&token={token}"), {}),
+        (daphne.ws_url(session.pk, f"after=1&ticket={ticket}"), {}),
     ]:
         async with websockets.connect(url, origin=origin, additional_headers=headers) as ws:
             hello = json.loads(await asyncio.wait_for(ws.recv(), 10))
@@ -93,8 +96,31 @@ async def test_the_websocket_accepts_an_api_token_in_the_header_or_the_query(
                     break
             assert [e["seq"] for e in frame["events"]] == [2]
 
-    async with websockets.connect(
-        daphne.ws_url(session.pk, "token=insp_wrong"), origin=origin
-    ) as ws:
-        error = json.loads(await asyncio.wait_for(ws.recv(), 10))
-        assert error == {"type": "error", "code": 4401, "message": "Log in to watch this session."}
+    # A token in the address, a wrong ticket and a spent one are all refused.
+    for query in (f"token={token}", "ticket=inspt_wrong", f"ticket={ticket}"):
+        async with websockets.connect(daphne.ws_url(session.pk, query), origin=origin) as ws:
+            error = json.loads(await asyncio.wait_for(ws.recv(), 10))
+            assert error == {
+                "type": "error",
+                "code": 4401,
+                "message": "Log in to watch this session.",
+            }
+
+
+def test_sse_takes_a_single_use_ticket_but_never_a_token_in_the_address(
+    daphne, session, team, token_for
+):
+    token = token_for(team.reviewer)
+    url = f"{daphne.http_url}api/sessions/{session.pk}/events/stream/"
+    refused = httpx.get(f"{url}?token={token}", timeout=10)
+    assert refused.status_code == 401 and "stream-tickets" in refused.json()["detail"]
+    answer = httpx.post(
+        f"{daphne.http_url}api/stream-tickets/",
+        headers={"Authorization": f"Bearer {token}"},
+        timeout=10,
+    )
+    assert answer.status_code == 201 and answer.json()["expires_in"] == 60
+    ticket = answer.json()["ticket"]
+    with httpx.stream("GET", f"{url}?ticket={ticket}", timeout=10) as response:
+        assert response.status_code == 200
+    assert httpx.get(f"{url}?ticket={ticket}", timeout=10).status_code == 401  # spent

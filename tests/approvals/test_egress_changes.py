@@ -53,11 +53,15 @@ def test_widening_egress_waits_for_a_reviewer(team):
 
 def test_narrowing_applies_at_once_and_is_audited(team):
     team.repository.recipe_override = 'egress = { mode = "open" }\n'
+    team.repository.approved_egress = {"mode": "open", "domains": []}  # as approved earlier
     team.repository.save()
     assert recipe_override_set(repository=team.repository, text=ALLOWLIST, by=team.admin) is None
     team.repository.refresh_from_db()
     assert team.repository.recipe_override == ALLOWLIST
     assert AuditEntry.objects.get(action="repository.recipe").data["egress_before"] == "open"
+    assert team.repository.approved_network == NetworkPolicy("allowlist", ("allowed.test",))
+    narrowed = AuditEntry.objects.get(action="repository.egress")
+    assert narrowed.data["egress_after"] == "allowlist (allowed.test)"
 
 
 def test_an_approval_overtaken_by_another_change_fails_with_the_reason(team):

@@ -62,6 +62,7 @@ def test_narrowing_applies_at_once_and_a_bad_recipe_is_refused(team, inspect_cli
     assert code == 1 and "recipe of widgets is unchanged" in err
     team.repository.refresh_from_db()
     assert team.repository.recipe_override == 'setup = ["true"]\n'
+    assert team.repository.approved_network.mode == "none"
 
 
 def test_the_admin_site_shows_the_recipe_but_cannot_widen_egress_around_the_gate(team, client):
@@ -79,9 +80,11 @@ def test_the_admin_site_shows_the_recipe_but_cannot_widen_egress_around_the_gate
             "default_branch": "main",
             "refresh_minutes": 30,
             "recipe_override": OPEN,
+            "approved_egress": '{"mode": "open"}',
             "memberships-TOTAL_FORMS": 0,
             "memberships-INITIAL_FORMS": 0,
         },
     )
     team.repository.refresh_from_db()
     assert team.repository.recipe_override == 'setup = ["true"]\n'
+    assert team.repository.approved_network.mode == "none"

@@ -85,6 +85,16 @@ def test_booleans_and_numbers_are_strict(monkeypatch):
         env.env_int("INSPECT_PORT", 8000)
 
 
+def test_the_preview_origin_is_an_origin_and_nothing_more(monkeypatch):
+    monkeypatch.setenv("INSPECT_PREVIEW_ORIGIN", "HTTPS://Preview.Example.org:8443/")
+    assert env.env_origin("INSPECT_PREVIEW_ORIGIN") == "https://preview.example.org:8443"
+    for bad in ("preview.example.org", "https://preview.example.org/app", "ftp://x.example",
+                "https://u:p@preview.example.org", "https://preview.example.org:port"):  # fmt: skip
+        monkeypatch.setenv("INSPECT_PREVIEW_ORIGIN", bad)
+        with pytest.raises(env.ConfigError, match="^INSPECT_PREVIEW_ORIGIN: "):
+            env.env_origin("INSPECT_PREVIEW_ORIGIN")
+
+
 def test_secret_key_is_generated_once_and_kept_private(clean_env):
     first = env.secret_key(clean_env)
     assert len(first) >= 50

@@ -144,3 +144,46 @@ def test_the_viewer_is_closed_with_a_code_daphne_can_send(upstream, viewer):
     from sessions.preview_socket import viewer_close_code
 
     assert viewer_close_code(upstream) == viewer
+
+
+async def test_with_a_preview_origin_its_websockets_live_there_only(ws_session, cookies, tmp_path):  # noqa: F811
+    """INSPECT_PREVIEW_ORIGIN: the dashboard (127.0.0.1) hands the member over to the preview
+    origin (localhost, the same daphne), whose cookie alone opens the application's sockets."""
+    import httpx
+
+    from tests.streaming.conftest import free_port
+
+    port = free_port()
+    preview, dashboard = f"http://localhost:{port}", f"http://127.0.0.1:{port}"
+    path = f"/sessions/{ws_session.pk}/preview/live"
+    log = tmp_path / "daphne.log"
+    with running_daphne(log, port=port, INSPECT_PREVIEW_ORIGIN=preview):
+        async with httpx.AsyncClient(timeout=30) as http:
+            handed = await http.get(f"{dashboard}{path}", headers={"Cookie": cookies["engineer"]})
+            assert handed.status_code == 302 and handed.headers["location"].startswith(preview)
+            entered = await http.get(handed.headers["location"])
+            assert entered.status_code == 302
+            jar = f"inspect_preview={entered.cookies['inspect_preview']}"
+
+        async with websockets.connect(
+            f"ws://localhost:{port}{path}", origin=preview, additional_headers={"Cookie": jar}
+        ) as ws:
+            assert await asyncio.wait_for(ws.recv(), 10) == "path /live"
+        # The dashboard's login opens nothing on the preview origin ...
+        async with websockets.connect(
+            f"ws://localhost:{port}{path}",
+            origin=preview,
+            additional_headers={"Cookie": cookies["engineer"]},
+        ) as ws:
+            with pytest.raises(websockets.ConnectionClosed) as closed:
+                await asyncio.wait_for(ws.recv(), 10)
+            assert closed.value.rcvd.code == 4403
+        # ... and the dashboard's origin serves no preview socket.
+        with pytest.raises(websockets.InvalidHandshake):
+            async with websockets.connect(
+                f"ws://127.0.0.1:{port}{path}",
+                origin=dashboard,
+                additional_headers={"Cookie": cookies["engineer"]},
+            ):
+                pass
+    assert "inspv_" not in log.read_text()  # the entry token stays out of the access log

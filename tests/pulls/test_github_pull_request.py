@@ -6,11 +6,20 @@ import json
 from datetime import UTC, datetime
 
 import pytest
+from cryptography.fernet import Fernet
 
 from approvals import gate
 from sessions.models import Event, GitHubLink, PullRequest, ReviewEvent, Session
 from tests.pulls.conftest import REPO
 from tests.pulls.github_fake import _git
+
+
+@pytest.fixture
+def secrets_key(settings):
+    """GitHub user tokens are stored encrypted with the secrets key (approvals.oauth_tokens)."""
+    settings.SECRETS_KEY = Fernet.generate_key().decode()
+    return settings.SECRETS_KEY
+
 
 pytestmark = pytest.mark.django_db
 
@@ -80,7 +89,9 @@ def test_a_turn_opens_one_pull_request_and_a_retry_opens_no_second(
     assert not any(t.value in logged for t in minted) and "ghs_" not in logged
 
 
-def test_the_pr_is_opened_with_the_authors_own_github_token(github, create_session, team):
+def test_the_pr_is_opened_with_the_authors_own_github_token(
+    github, create_session, team, secrets_key
+):
     from allauth.socialaccount.models import SocialAccount, SocialToken
 
     account = SocialAccount.objects.create(
@@ -96,7 +107,9 @@ def test_the_pr_is_opened_with_the_authors_own_github_token(github, create_sessi
     assert github.problems == []
 
 
-def test_a_revoked_github_login_falls_back_to_the_app_and_is_flagged(github, create_session, team):
+def test_a_revoked_github_login_falls_back_to_the_app_and_is_flagged(
+    github, create_session, team, secrets_key
+):
     from allauth.socialaccount.models import SocialAccount, SocialToken
 
     account = SocialAccount.objects.create(

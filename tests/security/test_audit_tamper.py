@@ -154,12 +154,12 @@ def test_a_removed_or_disabled_trigger_is_reported(entries, inspect_cli, how, na
 
 @pytest.mark.django_db(transaction=True)
 def test_entries_from_before_the_key_are_resealed_once_with_an_anchor(inspect_cli):
-    """Migration 0005 re-seals rows hashed the old, unkeyed way and records that it did."""
+    """Migration 0006 re-seals rows hashed the old, unkeyed way and records that it did."""
     from django.db.migrations.executor import MigrationExecutor
 
     before, after = (
-        ("approvals", "0004_audit_append_only_trigger"),
-        ("approvals", "0005_audit_hmac_reseal"),
+        ("approvals", "0005_encrypt_stored_oauth_tokens"),
+        ("approvals", "0006_audit_hmac_reseal"),
     )
     executor = MigrationExecutor(connection)
     executor.migrate([before])

@@ -17,6 +17,7 @@ from pathlib import Path
 import pytest
 from django.conf import settings
 
+from inspect_web.supervisor import daphne_command
 from tests.conftest import child_env
 
 
@@ -54,8 +55,7 @@ def running_daphne(log: Path, *, port: int | None = None, **env: str):
     env = {"SECRET_KEY": settings.SECRET_KEY, "INSPECT_DATA_DIR": str(log.parent), **env}
     with log.open("ab") as out:
         process = subprocess.Popen(
-            [sys.executable, "-m", "daphne", "-b", "127.0.0.1", "-p", str(port),
-             "inspect_web.asgi:application"],
+            daphne_command(sys.executable, "127.0.0.1", port),  # as the supervisor runs it
             env=child_env(**env),
             cwd=settings.BASE_DIR,
             stdout=out,

@@ -102,6 +102,6 @@ def drop_truncate_trigger(apps, schema_editor):
 
 
 class Migration(migrations.Migration):
-    dependencies = [("approvals", "0004_audit_append_only_trigger")]
+    dependencies = [("approvals", "0005_encrypt_stored_oauth_tokens")]
 
     operations = [migrations.RunPython(reseal, drop_truncate_trigger)]
