@@ -81,10 +81,10 @@ def canonical(entry: AuditEntry) -> str:
     return json.dumps(fields, sort_keys=True, separators=(",", ":"), ensure_ascii=False)
 
 
-def entry_hash(prev_hash: str, entry: AuditEntry, *, key: bytes | None = None) -> str:
+def entry_hash(prev_hash: str, entry: AuditEntry) -> str:
     """The entry's seal: HMAC-SHA256 under the audit key of the previous hash and its fields."""
     message = f"{prev_hash}\n{canonical(entry)}".encode()
-    return hmac.new(key or settings.AUDIT_KEY, message, hashlib.sha256).hexdigest()
+    return hmac.new(settings.AUDIT_KEY, message, hashlib.sha256).hexdigest()
 
 
 def record(
