@@ -1,27 +1,36 @@
-"""The audit log: append-only and hash-chained (DESIGN.md invariant 5).
+"""The audit log: append-only, keyed and hash-chained (DESIGN.md invariant 5).
 
-`record` is the one way an entry is written. Each entry's hash is SHA-256 over the previous
-entry's hash and the canonical JSON of its own fields, so changing or removing any row breaks
-the chain from there on; `verify` walks it and names the first entry that does not fit. Writers
-take the single `AuditHead` row with SELECT … FOR UPDATE, so concurrent appends chain in turn.
-The ORM refuses updates and deletes (models.AuditQuerySet); on PostgreSQL a trigger refuses them
-too (migration 0004).
+`record` is the one way an entry is written. Each entry's `hash` is an HMAC-SHA256, under
+`settings.AUDIT_KEY` (kept outside the database), of the previous entry's hash and the canonical
+JSON of its own fields: changing or removing any row breaks the chain from there on, and without
+the key nobody can re-seal it. Writers take the single `AuditHead` row with SELECT … FOR UPDATE,
+so concurrent appends chain in turn (seqs are allocated under that lock). After the entry
+commits, its seq and hash also go to the sink outside the database (approvals.audit_sink), which
+is what catches entries cut off the end. `verify` walks the chain, compares it with the sink and,
+on PostgreSQL, checks the triggers that refuse UPDATE, DELETE and TRUNCATE (migrations 0004,
+0006) are in place. The ORM refuses updates and deletes too (models.AuditQuerySet).
+
+Entries written before the key existed were re-sealed under it once by migration 0006, which
+appends an `audit.resealed` entry saying up to which seq and whether the old chain was intact.
 """
 
 from __future__ import annotations
 
 import contextvars
 import hashlib
+import hmac
 import json
 from collections.abc import Iterator
 from contextlib import contextmanager
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from datetime import UTC
 from typing import Any
 
-from django.db import transaction
+from django.conf import settings
+from django.db import connection, transaction
 from django.utils import timezone
 
+from approvals.audit_sink import read_heads, sink_path, sink_target, write_head
 from approvals.models import AuditEntry, AuditHead
 
 MAX_DATA_STRING = 4000  # a long command or output is kept as head and tail
@@ -73,7 +82,9 @@ def canonical(entry: AuditEntry) -> str:
 
 
 def entry_hash(prev_hash: str, entry: AuditEntry) -> str:
-    return hashlib.sha256(f"{prev_hash}\n{canonical(entry)}".encode()).hexdigest()
+    """The entry's seal: HMAC-SHA256 under the audit key of the previous hash and its fields."""
+    message = f"{prev_hash}\n{canonical(entry)}".encode()
+    return hmac.new(settings.AUDIT_KEY, message, hashlib.sha256).hexdigest()
 
 
 def record(
@@ -117,6 +128,8 @@ def record(
         entry.hash = entry_hash(head.hash, entry)
         entry.save()
         AuditHead.objects.filter(pk=1).update(seq=entry.seq, hash=entry.hash)
+        # Only once committed: a rolled-back entry's seq is used again by the next one.
+        transaction.on_commit(lambda: write_head(entry.seq, entry.hash))
     return entry
 
 
@@ -132,46 +145,165 @@ def record_for_session(session_id: int, action: str, **kwargs: Any) -> AuditEntr
 
 @dataclass(frozen=True)
 class Problem:
-    seq: int
+    seq: int | None
     entry_id: int | None
     message: str
 
     def __str__(self) -> str:
+        if self.seq is None:
+            return self.message
         which = f"audit entry seq {self.seq}" + (f" (id {self.entry_id})" if self.entry_id else "")
         return f"{which}: {self.message}"
 
 
-def verify(*, batch: int = 2000) -> tuple[int, Problem | None]:
-    """Walk the chain; returns (entries checked, the first problem or None)."""
-    expected_seq, prev_hash, checked = 1, "", 0
+@dataclass
+class Verification:
+    """What `verify` found: entries whose seal and link check out (up to the first break), every
+    problem, and notes that are not tampering (entries not yet anchored in the sink, …)."""
+
+    checked: int = 0
+    problems: list[Problem] = field(default_factory=list)
+    notes: list[str] = field(default_factory=list)
+    head: tuple[int, str] | None = None
+
+    @property
+    def ok(self) -> bool:
+        return not self.problems
+
+
+def verify(*, batch: int = 2000) -> Verification:
+    """Check every entry's HMAC and link, the chain against the sink outside the database, and
+    (PostgreSQL) the append-only triggers. Never raises for what it finds; reports it."""
+    report = Verification()
+    path = sink_path()
+    sink = read_heads(path) if path is not None else None
+    chain_broken = _verify_chain(report, sink, batch)
+    last_seq = report.head[0] if report.head else 0
+    if path is None:
+        report.notes.append(
+            f"the chain head goes to {sink_target()}: compare its last seq with {last_seq} there"
+        )
+    elif sink is None:
+        if AuditEntry.objects.exists():
+            message = (
+                f"the audit sink {path} is missing (deleted?): entries cut off the end cannot "
+                "be detected; restore it from a backup"
+            )
+            report.problems.append(Problem(None, None, message))
+    else:
+        _compare_with_sink(report, sink, last_seq, chain_broken)
+    report.problems.extend(_trigger_problems())
+    resealed = AuditEntry.objects.filter(action="audit.resealed").order_by("seq").first()
+    if resealed is not None:
+        report.notes.append(
+            f"entries up to seq {resealed.data.get('through_seq')} were written before the "
+            f"audit key and re-sealed under it at seq {resealed.seq} "
+            f"({resealed.created_at:%Y-%m-%d %H:%M} UTC; old chain: "
+            f"{resealed.data.get('old_chain')})"
+        )
+    return report
+
+
+def _verify_chain(report: Verification, sink, batch: int) -> bool:
+    """Walk the chain in the database; True when it breaks (a problem is recorded)."""
+    expected_seq, prev_hash = 1, ""
     while True:
         rows = list(AuditEntry.objects.filter(seq__gte=expected_seq).order_by("seq")[:batch])
         if not rows:
             break
         for entry in rows:
+            problem = None
             if entry.seq != expected_seq:
-                return checked, Problem(
+                problem = Problem(
                     expected_seq, None, f"missing (removed); the next entry is seq {entry.seq}"
                 )
-            if entry.prev_hash != prev_hash:
-                return checked, Problem(
+            elif entry.prev_hash != prev_hash:
+                problem = Problem(
                     entry.seq, entry.pk, "its prev_hash does not match the entry before it"
                 )
-            if entry_hash(prev_hash, entry) != entry.hash:
-                return checked, Problem(
-                    entry.seq, entry.pk, f"its fields do not match its hash (altered: {entry})"
+            elif not hmac.compare_digest(entry_hash(prev_hash, entry), entry.hash):
+                problem = Problem(
+                    entry.seq,
+                    entry.pk,
+                    f"its fields do not match its seal (altered, or re-hashed without the "
+                    f"audit key: {entry})",
                 )
+            elif sink is not None and sink.heads.get(entry.seq, entry.hash) != entry.hash:
+                problem = Problem(
+                    entry.seq, entry.pk, f"its hash differs from the one in the sink {sink.path}"
+                )
+            if problem is not None:
+                report.problems.append(problem)
+                return True
             prev_hash, expected_seq = entry.hash, expected_seq + 1
-            checked += 1
+            report.checked += 1
+            report.head = (entry.seq, entry.hash)
     head = AuditHead.objects.filter(pk=1).first()
     if head is not None and (head.seq, head.hash) != (expected_seq - 1, prev_hash):
-        return checked, Problem(
-            head.seq,
-            None,
-            f"the chain ends at seq {expected_seq - 1} but {head.seq} entries were written "
-            "(entries at the end were removed)",
+        report.problems.append(
+            Problem(
+                head.seq,
+                None,
+                f"the chain ends at seq {expected_seq - 1} but {head.seq} entries were written "
+                "(entries at the end were removed)",
+            )
         )
-    return checked, None
+    return False
+
+
+def _compare_with_sink(report: Verification, sink, last_seq: int, chain_broken: bool) -> None:
+    if sink.last_seq > last_seq and not chain_broken:
+        report.problems.append(
+            Problem(
+                sink.last_seq,
+                None,
+                f"missing: the sink {sink.path} records entries up to seq {sink.last_seq} but "
+                f"the database ends at seq {last_seq} (entries cut off the end)",
+            )
+        )
+    for seq in sink.conflicting:
+        report.problems.append(
+            Problem(seq, None, f"the sink {sink.path} records two different hashes for it")
+        )
+    if sink.unreadable:
+        report.notes.append(f"{sink.path}: lines {sink.unreadable[:10]} are not head records")
+    if sink.heads and not chain_broken:
+        first = sink.first_seq
+        if first > 1:
+            report.notes.append(f"entries before seq {first} predate the sink {sink.path}")
+        unanchored = sum(1 for seq in range(first, last_seq + 1) if seq not in sink.heads)
+        if unanchored > 0:
+            report.notes.append(
+                f"{unanchored} entries are not (yet) in the sink: written while it could not "
+                "be, or by a worker that stopped between commit and the sink"
+            )
+
+
+# Each must exist and be enabled ('O': origin, 'A': always; 'D' disabled, 'R' replica only).
+TRIGGERS = ("approvals_audit_append_only", "approvals_audit_no_truncate")
+
+
+def _trigger_problems() -> list[Problem]:
+    """On PostgreSQL: the triggers that refuse UPDATE, DELETE and TRUNCATE of entries must be
+    there and enabled. (Their removal cannot be refused from the database by a non-superuser;
+    the table's owner is meant to be a role the application does not run as: see README.)"""
+    if connection.vendor != "postgresql":
+        return []
+    with connection.cursor() as cursor:
+        cursor.execute(
+            "SELECT tgname, tgenabled FROM pg_trigger "
+            "WHERE tgrelid = 'approvals_auditentry'::regclass AND NOT tgisinternal"
+        )
+        present = {name: str(enabled) for name, enabled in cursor.fetchall()}
+    problems = []
+    for name in TRIGGERS:
+        state = present.get(name)
+        if state in ("O", "A"):
+            continue
+        how = "missing (dropped)" if state is None else "disabled"
+        message = f"trigger {name} on approvals_auditentry is {how}: changes are not refused"
+        problems.append(Problem(None, None, message))
+    return problems
 
 
 def as_json(entry: AuditEntry) -> dict[str, Any]:

@@ -1,5 +1,5 @@
-"""Audit entries for things that happen outside the gate: logins, membership changes, and each
-turn's file-change summary."""
+"""Audit entries for things that happen outside the gate: logins and membership changes. (Each
+turn's file-change summary is written where a turn ends, sessions.runner.)"""
 
 from __future__ import annotations
 
@@ -10,7 +10,6 @@ from django.db.models.signals import post_delete, post_save, pre_save
 from django.dispatch import receiver
 
 from approvals import audit
-from sessions.services import session_state_changed
 from snapshots.models import Membership
 
 
@@ -67,40 +66,4 @@ def on_membership_deleted(sender: Any, instance: Membership, **kwargs: Any) -> N
         object_type="membership",
         object_id=instance.pk,
         data={"user": instance.user.get_username(), "role": instance.role},
-    )
-
-
-@receiver(session_state_changed, dispatch_uid="audit-turn-changes")
-def on_turn_verified(sender: Any, *, session, previous: str, state: str, **kwargs: Any) -> None:
-    """A turn ends (verified, or stopped while running): record what the session's tree now
-    differs by from its base, with the turn's commit and author — the file-change summary."""
-    if previous not in ("running", "verifying") or state not in ("idle", "failed"):
-        return
-    from sessions.models import Prompt, Session
-
-    prompt = (
-        Prompt.objects.filter(session_id=session.pk)
-        .exclude(state=Prompt.State.QUEUED)
-        .select_related("author")
-        .order_by("-order")
-        .first()
-    )
-    stats = Session.objects.filter(pk=session.pk).values_list("diff_stats", flat=True).first()
-    stats = stats or {}
-    audit.record(
-        "session.changes",
-        actor_kind=audit.AuditEntry.ActorKind.AGENT,
-        session=session,
-        object_type="session",
-        object_id=session.pk,
-        data={
-            "turn": prompt.order if prompt else None,
-            "commit": prompt.commit if prompt else "",
-            "prompt_author": prompt.author.get_username() if prompt else "",
-            "ended": state,
-            "files": stats.get("files", 0),
-            "added": stats.get("added", 0),
-            "removed": stats.get("removed", 0),
-            "paths": stats.get("paths", [])[:200],
-        },
     )

@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import os
 import secrets
+import tempfile
 from pathlib import Path
 from urllib.parse import urlsplit
 
@@ -150,6 +151,59 @@ def secret_key(data: Path) -> str:
     fd = os.open(path, os.O_WRONLY | os.O_CREAT | os.O_EXCL, 0o600)
     with os.fdopen(fd, "w") as handle:
         handle.write(value)
+    return value
+
+
+def audit_key(data: Path) -> tuple[bytes, Path | None]:
+    """INSPECT_AUDIT_KEY (the audit log's HMAC key) and the file it came from: the environment's
+    value, else generated once into the data dir (0600) beside the secret key. It is kept out of
+    the database so that SQL access alone cannot re-seal the audit chain."""
+    value = env_str("INSPECT_AUDIT_KEY")
+    if value:
+        if len(value) < 32:
+            raise ConfigError(
+                "INSPECT_AUDIT_KEY", "is shorter than 32 characters; use a long random value"
+            )
+        return value.encode(), None
+    path = data / "audit_key"
+    if not path.exists():
+        # Written whole, then linked into place: a process starting alongside never reads a
+        # half-written key, and the first link wins.
+        fd, tmp = tempfile.mkstemp(dir=data, prefix=".audit_key.")  # mode 0600
+        try:
+            with os.fdopen(fd, "w") as handle:
+                handle.write(secrets.token_urlsafe(48))
+            os.link(tmp, path)
+        except FileExistsError:
+            pass
+        finally:
+            os.unlink(tmp)
+    value = path.read_text().strip()
+    if len(value) < 32:
+        raise ConfigError("INSPECT_AUDIT_KEY", f"{path} holds fewer than 32 characters")
+    return value.encode(), path
+
+
+def audit_sink() -> str:
+    """INSPECT_AUDIT_SINK: "" (the default file in the data dir), an absolute file path, or
+    syslog:[/socket/path | HOST:PORT]."""
+    value = env_str("INSPECT_AUDIT_SINK")
+    if not value:
+        return ""
+    if value.startswith("syslog:"):
+        address = value.removeprefix("syslog:")
+        if address and not address.startswith("/"):
+            host, _, port = address.rpartition(":")
+            if not host or not port.isdigit():
+                raise ConfigError(
+                    "INSPECT_AUDIT_SINK",
+                    f"{value!r} is not syslog:, syslog:/path/to/socket or syslog:HOST:PORT",
+                )
+        return value
+    if not Path(value).is_absolute():
+        raise ConfigError(
+            "INSPECT_AUDIT_SINK", f"{value!r} is not an absolute file path nor syslog:…"
+        )
     return value
 
 

@@ -226,6 +226,11 @@ AGENT_CHILDREN_PER_REPOSITORY = env.env_int("INSPECT_AGENT_CHILDREN_PER_REPOSITO
 # all decrypt, for rotation). Without it secrets cannot be stored or used.
 SECRETS_KEY = env.env_str("INSPECT_SECRETS_KEY")
 
+# The audit log's HMAC key, kept outside the database (approvals.audit); and where each new
+# chain head is also written: a file (default <data dir>/audit-head.log) or "syslog:[address]".
+AUDIT_KEY, AUDIT_KEY_FILE = env.audit_key(DATA_DIR)
+AUDIT_SINK = env.audit_sink()
+
 CELERY_BEAT_SCHEDULE = {
     "refresh-due-snapshots": {
         "task": "snapshots.tasks.refresh_due_snapshots",

@@ -15,6 +15,7 @@ from django.conf import settings
 from django.db import transaction
 from django.utils import timezone
 
+from approvals import audit
 from approvals.agent import SessionApprovals, agent_env
 from inspect_web.accounts import verified_email
 from sessions import services, states
@@ -25,7 +26,7 @@ from sessions.events import EventWriter, append_event, append_events, diff_attri
 from sessions.lease import DriverLease
 from sessions.models import Event, Prompt, PullRequest, Session, State
 from sessions.screenshots import capture_turn_screenshots
-from sessions.workspace_git import commit_turn, diff_against, paths_changed_by
+from sessions.workspace_git import GIT, commit_turn, diff_against, paths_changed_by
 from snapshots import mirror
 from snapshots.backends import sandbox_backend
 from snapshots.prewarm import claim_prewarmed
@@ -155,6 +156,11 @@ class TurnRunner:
         self.turn_cost_usd = 0.0
         self.drift_sync: DriftSync | None = None
         self.started = time.monotonic()
+        # What the turn's file-change summary (audited at its end) is made of.
+        self.sandbox: Sandbox | None = None
+        self.agent_ran = False
+        self.commit = ""
+        self.changes: dict | None = None
 
     # -- state changes, fenced ------------------------------------------------------------
     def _to(self, target: str, reason: str = "") -> None:
@@ -198,7 +204,7 @@ class TurnRunner:
             runtime = get_runtime(session.agent, command=session.agent_command, model=session.model)
             # A runtime that holds its writes until the sync is done starts while it runs.
             self.sync_alongside = runtime.honours_sync
-            sandbox = self._ensure_sandbox(discard_live=resumed)
+            sandbox = self.sandbox = self._ensure_sandbox(discard_live=resumed)
             self._to(State.RUNNING)
             try:
                 stopped = self._run_agent(sandbox, runtime)
@@ -226,7 +232,9 @@ class TurnRunner:
             services.clear_stop(self.session.pk)
             # Published before the turn's end state, so whoever waits for that sees the PR.
             self._publish(sandbox)
-            self._to(self._resting_state(), reason="stopped by " + stopped if stopped else "")
+            resting = self._resting_state()
+            self._to(resting, reason="stopped by " + stopped if stopped else "")
+            self._audit_changes(ended=resting, stopped_by=stopped)
             return "stopped" if stopped else "idle"
         except LeaseLost:
             raise
@@ -271,7 +279,53 @@ class TurnRunner:
         self._save(error=message)
         if self.session.state != State.FAILED:
             self._to(State.FAILED, reason=message)
+        self._audit_changes(ended=State.FAILED)
         return "failed"
+
+    def _audit_changes(self, *, ended: str, stopped_by: str = "") -> None:
+        """The turn's file-change summary in the audit log: once, from the one place a turn
+        ends, whatever state it ends in (a turn that never got to run its agent changed
+        nothing and writes none). What the session's tree differs by from its base, with the
+        turn's commit and prompt author; a failed turn's work was not committed, so it is read
+        from the sandbox as it was left."""
+        if not self.agent_ran:
+            return
+        changes = self.changes if self.changes is not None else self._uncommitted_changes()
+        audit.record(
+            "session.changes",
+            actor_kind=audit.AuditEntry.ActorKind.AGENT,
+            session=self.session,
+            object_type="session",
+            object_id=self.session.pk,
+            data={
+                "turn": self.prompt.order,
+                "commit": self.commit,
+                "prompt_author": self.prompt.author.get_username(),
+                "ended": ended,
+                "stopped_by": stopped_by,
+                **changes,
+            },
+        )
+
+    def _uncommitted_changes(self) -> dict:
+        base, sandbox = self.session.base_commit, self.sandbox
+        try:
+            if sandbox is None or not base:
+                raise SandboxError("no sandbox was left to read")
+            files = diff_against(sandbox, base)
+            untracked = sandbox.run(
+                f"{GIT} ls-files --others --exclude-standard", cwd="/workspace", timeout=60
+            )
+        except Exception as exc:  # best effort: the turn has already failed
+            return {"files": None, "unknown": f"the changes could not be read: {exc}"}
+        paths = [f.path for f in files] + untracked.stdout.splitlines()
+        return {
+            "files": len(paths),
+            "added": sum(f.added for f in files),
+            "removed": sum(f.removed for f in files),
+            "paths": paths[:200],
+            "committed": False,
+        }
 
     def _finish_prompt(self, state: str) -> None:
         Prompt.objects.filter(pk=self.prompt.pk).update(state=state, finished_at=timezone.now())
@@ -300,6 +354,7 @@ class TurnRunner:
                 snapshot=snapshot,
                 snapshot_ref=session.session_snapshot_ref,
                 limits=limits,
+                on_command=self._record_recipe_command,
             )
             self.timings["restore_ms"] = restored.timings["restore_ms"]
         else:
@@ -327,7 +382,11 @@ class TurnRunner:
             self.timings["prewarmed"] = True
         else:
             restored = restore_sandbox(
-                session.repository, snapshot=snapshot, limits=limits, sync=False
+                session.repository,
+                snapshot=snapshot,
+                limits=limits,
+                sync=False,
+                on_command=self._record_recipe_command,
             )
             self.timings["restore_ms"] = restored.timings["restore_ms"]
         self.timings["snapshot_age_s"] = round(snapshot.age.total_seconds(), 1)
@@ -391,6 +450,10 @@ class TurnRunner:
         )
         stopped_by: list[str] = []
         finished = threading.Event()
+        self.agent_ran = True
+        # The process the runtime runs in the sandbox (the `command` agent's command, a CLI),
+        # audited when it ends.
+        process = runtime.process_command(turn)
 
         def watch() -> None:
             from django.db import connection
@@ -422,6 +485,8 @@ class TurnRunner:
                     if event.kind == "usage":
                         self.turn_cost_usd = event.data.get("turn_cost_usd") or 0.0
                     if event.kind == "done":
+                        if process is not None and "exit_code" in event.data:
+                            self._audit_agent_process(process, event, started)
                         continue
                     writer.add(EVENT_KIND[event.kind], {**event.data, "turn": prompt.order})
         finally:
@@ -432,6 +497,45 @@ class TurnRunner:
             raise LeaseLost()
         return stopped_by[0] if stopped_by else ""
 
+    def _audit_agent_process(self, command: str, done, started: float) -> None:
+        """The agent's own process is audited like any sandbox command (its output is already
+        in the session's log, line by line)."""
+        exit_code = done.data.get("exit_code")
+        audit.record(
+            "sandbox.command",
+            session=self.session,
+            object_type="session",
+            object_id=self.session.pk,
+            data={
+                "command": command,
+                "phase": "agent",
+                "exit_code": exit_code,
+                "ok": exit_code == 0 and not done.data.get("stopped"),
+                "duration_ms": round((time.monotonic() - started) * 1000, 1),
+                "stopped": bool(done.data.get("stopped")),
+                "turn": self.prompt.order,
+            },
+        )
+
+    def _record_recipe_command(self, phase: str, command: str, result) -> None:
+        """A recipe command run while restoring this session's sandbox (`start`): in the
+        session's log, and so in the audit log, like `verify`'s."""
+        text = "".join(f"{line.text}\n" for line in result.output)
+        append_event(
+            self.session.pk,
+            "command",
+            {
+                "command": command,
+                "phase": phase,
+                "exit_code": result.exit_code,
+                "ok": result.ok,
+                "duration_ms": round(result.duration_s * 1000, 1),
+                "limit_hit": result.limit_hit,
+                "turn": self.prompt.order,
+                **_head_tail(text),
+            },
+        )
+
     def _capture_diff(self, sandbox: Sandbox) -> None:
         prompt = self.prompt
         commit = commit_turn(
@@ -439,6 +543,7 @@ class TurnRunner:
         )
         if commit:
             Prompt.objects.filter(pk=prompt.pk).update(commit=commit)
+            self.commit = commit
         files = diff_against(sandbox, self.session.base_commit)
         # A file this turn did not touch keeps its author (e.g. an earlier hand edit's typist).
         touched = paths_changed_by(sandbox, commit) if commit else set()
@@ -462,14 +567,14 @@ class TurnRunner:
                 for f in files
             ]
             append_events(self.session.pk, events)
-            self._save(
-                diff_stats={
-                    "files": len(files),
-                    "added": sum(f.added for f in files),
-                    "removed": sum(f.removed for f in files),
-                    "paths": [f.path for f in files],
-                }
-            )
+            stats = {
+                "files": len(files),
+                "added": sum(f.added for f in files),
+                "removed": sum(f.removed for f in files),
+                "paths": [f.path for f in files],
+            }
+            self._save(diff_stats=stats)
+        self.changes = {**stats, "paths": stats["paths"][:200]}
 
     def _report_egress_refusals(self, sandbox: Sandbox) -> None:
         """One ``egress_refused`` event per refusal of the sandbox's egress since the last."""

@@ -4,17 +4,19 @@ from __future__ import annotations
 
 import fnmatch
 import time
-from collections.abc import Mapping
+from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field, replace
+from functools import partial
 
 from django.db import transaction
 
+from approvals.audit import record
 from approvals.egress import egress_in_force
 from snapshots import mirror
 from snapshots.backends import sandbox_backend
 from snapshots.models import Repository, Snapshot
 from snapshots.recipe import LOCKFILE_PATTERNS, Recipe, parse_recipe
-from snapshots.sandbox import Limits, Sandbox, SandboxError, SnapshotRef
+from snapshots.sandbox import ExecResult, Limits, Sandbox, SandboxError, SnapshotRef
 
 SYNC_BUNDLE = ".git/inspect-sync.bundle"
 GIT = "git -c safe.directory=*"
@@ -73,11 +75,13 @@ def restore_sandbox(
     limits: Limits | None = None,
     sync: bool = True,
     run_start: bool = True,
+    on_command: Callable[[str, str, ExecResult], None] | None = None,
 ) -> Restored:
     """Restore a sandbox of `repository` from `snapshot` (default: the newest ready one of the
     branch); `snapshot_ref` (a session's own snapshot) wins over it as the filesystem. Drift since
     the snapshot's commit is applied from the mirror, with no credentials and no network inside
-    the sandbox."""
+    the sandbox. Each `start` command is audited: through `on_command(phase, command, result)`
+    (a session's runner puts it in the session's log), else as the repository's."""
     snapshot = snapshot or newest_ready(repository, branch)
     recipe = recipe_of(snapshot)
     backend = sandbox_backend()
@@ -101,7 +105,9 @@ def restore_sandbox(
             timings["sync_ms"] = _ms(started)
         if run_start and recipe.start:
             started = time.perf_counter()
-            run_start_commands(restored, repository)
+            run_start_commands(
+                restored, repository, on_command or partial(_audit_command, repository, sandbox)
+            )
             timings["start_ms"] = _ms(started)
     except BaseException:
         sandbox.terminate()
@@ -109,9 +115,14 @@ def restore_sandbox(
     return restored
 
 
-def run_start_commands(restored: Restored, repository: Repository) -> None:
-    """Run the recipe's `start` commands. Only a command that names secrets gets them, and
-    runs as a service: it keeps running, and no other command can read what it was given."""
+def run_start_commands(
+    restored: Restored,
+    repository: Repository,
+    audit_command: Callable[[str, str, ExecResult], None],
+) -> None:
+    """Run the recipe's `start` commands, each reported to `audit_command`. Only a command that
+    names secrets gets them, and runs as a service: it keeps running, and no other command can
+    read what it was given."""
     recipe, sandbox = restored.recipe, restored.sandbox
     available = _secret_env(repository) if any(c.secrets for c in recipe.start) else {}
     for entry in recipe.start:
@@ -129,6 +140,7 @@ def run_start_commands(restored: Restored, repository: Repository) -> None:
             secrets={name: available[name] for name in entry.secrets} or None,
             service=bool(entry.secrets),
         )
+        audit_command("start", entry.command, result)
         if not result.ok:
             raise SandboxError(
                 f"start command {entry.command!r} failed with exit code {result.exit_code}: "
@@ -191,6 +203,19 @@ def _secret_env(repository: Repository) -> dict[str, str]:
         return secret_env(repository, scope="setup_start")
     except SecretsUnavailable as exc:
         raise SandboxError(str(exc)) from None
+
+
+def _audit_command(
+    repository: Repository, sandbox: Sandbox, phase: str, command: str, result: ExecResult
+) -> None:
+    data = {"command": command, "phase": phase, "exit_code": result.exit_code, "ok": result.ok}
+    record(
+        "sandbox.command",
+        repository=repository,
+        object_type="sandbox",
+        object_id=sandbox.id,
+        data=data,
+    )
 
 
 def _ms(started: float) -> float:

@@ -39,6 +39,30 @@ def sandboxes_cleaned_up():
 
 
 @pytest.fixture(scope="session", autouse=True)
+def flush_lifts_the_audit_truncate_guard():
+    """PostgreSQL refuses TRUNCATE of the audit table (approvals migration 0006), but a
+    transactional test's teardown flushes every table with TRUNCATE: lift the guard for that
+    statement only, as the table's owner may."""
+    from django.db.backends.postgresql.operations import DatabaseOperations
+
+    flush = DatabaseOperations.execute_sql_flush
+    trigger = "approvals_audit_no_truncate"
+
+    def execute_sql_flush(self, sql_list):
+        if any("approvals_auditentry" in sql for sql in sql_list):
+            sql_list = [
+                f"ALTER TABLE approvals_auditentry DISABLE TRIGGER {trigger}",
+                *sql_list,
+                f"ALTER TABLE approvals_auditentry ENABLE TRIGGER {trigger}",
+            ]
+        return flush(self, sql_list)
+
+    DatabaseOperations.execute_sql_flush = execute_sql_flush
+    yield
+    DatabaseOperations.execute_sql_flush = flush
+
+
+@pytest.fixture(scope="session", autouse=True)
 def redis_server():
     """The suite runs against REDIS_URL when set, else against the embedded Redis (started once)."""
     if settings.EMBEDDED_REDIS:
@@ -111,6 +135,8 @@ def child_env(**extra: str) -> dict[str, str]:
         INSPECT_SANDBOX_ROOT=str(settings.SANDBOX_ROOT),
         # The same key as this process, so session cookies made here are valid there.
         SECRET_KEY=settings.SECRET_KEY,
+        # The same audit key, so entries the child writes verify here.
+        INSPECT_AUDIT_KEY=settings.AUDIT_KEY.decode(),
         INSPECT_AUTO_PR="1" if settings.AUTO_PULL_REQUEST else "0",
     )
     env.update(extra)

@@ -117,3 +117,8 @@ class AgentRuntime(ABC):
     def stop(self) -> None:
         """Stop the running turn: the agent and the processes it started go away. Idempotent;
         callable from another thread."""
+
+    def process_command(self, turn: Turn) -> str | None:
+        """The command line of the process this runtime runs in the sandbox for `turn` (the
+        runner audits it with the exit code from `done`); None when it runs none."""
+        return None

@@ -158,6 +158,9 @@ class CliAgent(AgentRuntime):
             )
         yield AgentEvent("done", {"exit_code": result.exit_code})
 
+    def process_command(self, turn: Turn) -> str | None:
+        return shlex.join(self.argv(turn))
+
     def stop(self) -> None:
         self._stopped.set()
         with self._lock:

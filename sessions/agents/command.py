@@ -86,6 +86,9 @@ class CommandAgent(AgentRuntime):
             )
         yield AgentEvent("done", {"exit_code": result.exit_code})
 
+    def process_command(self, turn: Turn) -> str | None:
+        return self.command
+
     def stop(self) -> None:
         self._stopped.set()
         if self._handle is not None:

@@ -108,6 +108,10 @@ class RedactingRuntime(AgentRuntime):
     def stop(self) -> None:
         self.inner.stop()
 
+    def process_command(self, turn: Turn) -> str | None:
+        command = self.inner.process_command(turn)
+        return None if command is None else redact(command, self.secrets)
+
     def __getattr__(self, name: str) -> Any:
         # Tests and the runner may look at the wrapped runtime's attributes (model, ...).
         return getattr(self.inner, name)

@@ -1,3 +1,4 @@
+from tests.agents.conftest import fake_model  # noqa: F401
 from tests.api.conftest import api, forget_stop_requests, token_for  # noqa: F401
 from tests.approvals.conftest import agent_request, agent_session, client_for  # noqa: F401
 from tests.pulls.conftest import deliver, github_pr, publishing  # noqa: F401
