@@ -1,3 +1,4 @@
 from tests.api.conftest import api, forget_stop_requests, token_for  # noqa: F401
 from tests.approvals.conftest import agent_request, agent_session, client_for  # noqa: F401
-from tests.terminal.conftest import live_session, terminal_daphne  # noqa: F401
+from tests.preview.test_preview_websockets import ws_session  # noqa: F401
+from tests.terminal.conftest import cookies, live_session, terminal_daphne  # noqa: F401
