@@ -150,3 +150,13 @@ async def test_a_terminal_typist_whose_hand_edit_was_committed_cannot_approve(
     code, err, pending = await in_thread(request_and_try)
     assert code == 1 and pending
     assert "You contributed to this change" in err
+
+
+@pytest.mark.django_db
+def test_the_django_admin_cannot_decide_around_the_gate(bobs_follow_up, team, client_for):
+    approval, _ = bobs_follow_up
+    page = client_for(team.admin)  # the site's superuser
+    url = reverse("admin:approvals_approvalrequest_change", args=[approval.pk])
+    response = page.post(url, {"state": "approved", "action": "merge_pr", "payload": "{}"})
+    assert response.status_code == 403
+    assert still_pending(approval)
