@@ -8,10 +8,14 @@ API and the CLI. A reviewer who contributed nothing still approves.
 from __future__ import annotations
 
 import pytest
+from django.conf import settings
 from django.contrib.auth import get_user_model
+from django.core.exceptions import PermissionDenied
+from django.test import Client
 from django.urls import reverse
 
-from approvals.models import ApprovalRequest
+from approvals import gate
+from approvals.models import ApprovalRequest, AuditEntry
 from sessions import pulls
 from sessions.models import PullRequest, Session
 from sessions.services import prompt_queue, session_create
@@ -26,6 +30,13 @@ def member(team, name: str, role: str):
     user = get_user_model().objects.create_user(name, password="correct horse battery staple")
     Membership.objects.create(user=user, repository=team.repository, role=role)
     return user
+
+
+def login_cookie(user) -> str:
+    """The Cookie header of a browser logged in as `user`."""
+    client = Client()
+    client.force_login(user)
+    return f"{settings.SESSION_COOKIE_NAME}={client.cookies[settings.SESSION_COOKIE_NAME].value}"
 
 
 def open_pull_request(session: Session) -> PullRequest:
@@ -119,16 +130,9 @@ async def test_a_terminal_typist_whose_hand_edit_was_committed_cannot_approve(
 ):
     """Carol (an engineer then) edits a file by hand in the terminal; the edit is committed as
     her. Made a reviewer, she tries to approve the merge the session's engineer asks for."""
-    from django.conf import settings
-    from django.test import Client
 
     def make_carol() -> str:
-        carol = member(team, "carol", Role.ENGINEER)
-        client = Client()
-        client.force_login(carol)
-        return (
-            f"{settings.SESSION_COOKIE_NAME}={client.cookies[settings.SESSION_COOKIE_NAME].value}"
-        )
+        return login_cookie(member(team, "carol", Role.ENGINEER))
 
     term = await TerminalClient.open(terminal_daphne, live_session.pk, await in_thread(make_carol))
     assert (await term.until_message("hello"))["can_type"] is True
@@ -160,3 +164,41 @@ def test_the_django_admin_cannot_decide_around_the_gate(bobs_follow_up, team, cl
     response = page.post(url, {"state": "approved", "action": "merge_pr", "payload": "{}"})
     assert response.status_code == 403
     assert still_pending(approval)
+
+
+@pytest.mark.django_db(transaction=True)
+async def test_a_co_author_of_a_hand_edit_cannot_approve_even_without_an_audited_line(
+    terminal_daphne, live_session, team
+):
+    """Dave runs a command with readline's Ctrl-O (accept-line without Enter), so no typed line
+    is audited while the terminal is open; his edit is committed as his, and that is enough."""
+
+    def make_dave() -> str:
+        return login_cookie(member(team, "dave", Role.ENGINEER))
+
+    term = await TerminalClient.open(terminal_daphne, live_session.pk, await in_thread(make_dave))
+    await term.until_message("hello")
+    await term.type("echo by-$((1+1))-hands > dave.txt; echo dave-$((3*3))\x0f")
+    await term.until_output(b"dave-9")
+    await term.send(type="commit")
+    assert (await term.until_message("recorded"))["files"] >= 1
+
+    def request_and_try() -> tuple[bool, str, bool]:
+        audited = AuditEntry.objects.filter(
+            action="terminal.input", actor_name="dave", session_id=live_session.pk
+        ).exists()
+        Membership.objects.filter(user__username="dave").update(role=Role.REVIEWER)
+        session = Session.objects.get(pk=live_session.pk)
+        approval = pulls.request_merge(open_pull_request(session), team.engineer)
+        dave = get_user_model().objects.get(username="dave")
+
+        try:
+            gate.approval_decide(approval=approval, user=dave, approve=True)
+        except PermissionDenied as exc:
+            return audited, str(exc), still_pending(approval)
+        return audited, "", still_pending(approval)
+
+    audited, refusal, pending = await in_thread(request_and_try)
+    await term.close()
+    assert not audited  # the commit, not the audit of typed lines, is what names him here
+    assert pending and "You contributed to this change (authored one of its commits)" in refusal
