@@ -282,3 +282,28 @@ async def test_a_removed_member_is_closed_out_of_the_preview_socket(ws_session, 
                     await asyncio.wait_for(ws.recv(), 5)
             assert closed.value.rcvd.code == 4403
             assert time.monotonic() - started < 1.0
+
+
+# -- the setting ---------------------------------------------------------------------------------
+
+
+def test_the_recheck_cannot_be_set_longer_than_30_seconds(tmp_path):
+    import subprocess
+    import sys
+
+    from django.conf import settings
+
+    result = subprocess.run(
+        [sys.executable, "manage.py", "check"],
+        cwd=settings.BASE_DIR,
+        env={
+            "PATH": "/usr/bin:/bin",
+            "INSPECT_DATA_DIR": str(tmp_path),
+            "INSPECT_WS_RECHECK_SECONDS": "300",
+        },
+        capture_output=True,
+        text=True,
+        timeout=60,
+    )
+    assert result.returncode == 2
+    assert "INSPECT_WS_RECHECK_SECONDS: 300 is above the maximum of 30" in result.stderr
