@@ -94,6 +94,7 @@ class AccessWatch:
 
     _access_task: asyncio.Task | None = None
     _access_group: str | None = None
+    _access_lost = False
 
     async def watch_access(
         self,
@@ -126,15 +127,17 @@ class AccessWatch:
 
     async def recheck_access(self) -> bool:
         """Re-check now; closes the connection (through `revoked`) and returns False if it may
-        not go on. A database error keeps the connection: the next heartbeat tries again."""
-        if self._access_group is None:
-            return True
+        not go on. A database error keeps the connection (as the stream rides out a database
+        blip): the next heartbeat tries again."""
+        if self._access_group is None:  # not watching (yet, or any more)
+            return not self._access_lost
         try:
             allowed = await database_sync_to_async(self._access_check)()
         except Exception as exc:
             log.warning("re-checking access of %s failed: %s", self._access_group, exc)
             return True
         if not allowed and self._access_group is not None:
+            self._access_lost = True
             await self.unwatch_access()
             await self._access_revoked()
         return allowed
