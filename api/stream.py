@@ -121,9 +121,9 @@ async def _events(session_id: int, after: int, user_id: int) -> AsyncIterator[st
                 yield ": keepalive\n\n"
     finally:
         if channel is not None:
-            with contextlib.suppress(Exception):
-                await layer.group_discard(group, channel)
-                await layer.group_discard(user_group, channel)
+            for name in (group, user_group):
+                with contextlib.suppress(Exception):
+                    await layer.group_discard(name, channel)
 
 
 async def _wait(layer, channel) -> str:
