@@ -16,6 +16,7 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import logging
+import time
 from collections.abc import AsyncIterator
 from urllib.parse import parse_qs
 
@@ -25,7 +26,8 @@ from django.http import HttpRequest, HttpResponse, JsonResponse, StreamingHttpRe
 from django.views.decorators.http import require_GET
 
 from api.tokens import bearer_token, stream_ticket_redeem, token_authenticate
-from sessions.consumers import MAX_SEQ, PAGE_SIZE, _visible_session, read_events
+from sessions import live_access
+from sessions.consumers import MAX_SEQ, PAGE_SIZE, _still_visible, _visible_session, read_events
 from sessions.events import group_name
 
 log = logging.getLogger(__name__)
@@ -81,27 +83,37 @@ async def session_event_stream(request: HttpRequest, pk: int) -> HttpResponse:
             {"detail": "This session does not exist or you are not a member of its repository."},
             status=404,
         )
-    response = StreamingHttpResponse(_events(pk, after), content_type="text/event-stream")
+    response = StreamingHttpResponse(_events(pk, after, user.pk), content_type="text/event-stream")
     response["Cache-Control"] = "no-cache"
     response["X-Accel-Buffering"] = "no"  # nginx: pass each message on at once
     return response
 
 
-async def _events(session_id: int, after: int) -> AsyncIterator[str]:
+async def _events(session_id: int, after: int, user_id: int) -> AsyncIterator[str]:
     layer = get_channel_layer()
     channel = None
     group = group_name(session_id)
+    # Access is re-checked while the stream lasts (sessions.live_access): at once when told a
+    # membership changed, else every recheck_seconds(); the stream ends when it is gone.
+    user_group = live_access.user_group(user_id)
+    checked = time.monotonic()
     try:
         if layer is not None:
             try:  # join before the first read, so nothing appended meanwhile goes unnoticed
                 channel = await layer.new_channel()
                 await layer.group_add(group, channel)
+                await layer.group_add(user_group, channel)
             except Exception as exc:  # no wake-ups: polling still delivers everything
                 log.warning("event stream of session %s polls only: %s", session_id, exc)
                 channel = None
         yield "retry: 2000\n\n"
         quiet = 0.0
         while True:
+            if time.monotonic() - checked >= live_access.recheck_seconds():
+                checked = time.monotonic()
+                if not await sync_to_async(_still_visible)(user_id, session_id):
+                    yield ": no longer a member of this session's repository\n\n"
+                    return
             rows = await sync_to_async(read_events)(session_id, after)
             for seq, text in rows:
                 yield f"id: {seq}\ndata: {text}\n\n"
@@ -111,29 +123,32 @@ async def _events(session_id: int, after: int) -> AsyncIterator[str]:
             if rows:
                 quiet = 0.0
             waited = await _wait(layer, channel)
-            quiet = 0.0 if waited is True else quiet + POLL_SECONDS
+            if waited == live_access.ACCESS_CHANGED:
+                checked = 0.0  # re-check before anything more is sent
+            quiet = 0.0 if waited else quiet + POLL_SECONDS
             if quiet >= KEEPALIVE_SECONDS:
                 quiet = 0.0
                 yield ": keepalive\n\n"
     finally:
         if channel is not None:
-            with contextlib.suppress(Exception):
-                await layer.group_discard(group, channel)
+            for name in (group, user_group):
+                with contextlib.suppress(Exception):
+                    await layer.group_discard(name, channel)
 
 
-async def _wait(layer, channel) -> bool:
-    """Until a wake-up (True) or POLL_SECONDS pass (False)."""
+async def _wait(layer, channel) -> str:
+    """Until a wake-up (the message's type) or POLL_SECONDS pass ("")."""
     if channel is None:
         await asyncio.sleep(POLL_SECONDS)
-        return False
+        return ""
     try:
-        await asyncio.wait_for(layer.receive(channel), timeout=POLL_SECONDS)
-        return True
+        message = await asyncio.wait_for(layer.receive(channel), timeout=POLL_SECONDS)
+        return str(message.get("type") or "wake-up")
     except TimeoutError:
-        return False
+        return ""
     except Exception:  # the layer failed: fall back to polling for this wait
         await asyncio.sleep(POLL_SECONDS)
-        return False
+        return ""
 
 
 def scope_token_user(scope: dict):

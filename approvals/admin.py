@@ -10,6 +10,13 @@ class ApprovalRequestAdmin(admin.ModelAdmin):
     list_display = ["action", "session", "state", "requested_by", "decided_by", "created_at"]
     list_filter = ["state", "action"]
 
+    # Read-only: a decision goes through approvals.gate (four eyes, audit), never a form here.
+    def has_add_permission(self, request) -> bool:
+        return False
+
+    def has_change_permission(self, request, obj=None) -> bool:
+        return False
+
 
 @admin.register(AuditEntry)
 class AuditEntryAdmin(admin.ModelAdmin):

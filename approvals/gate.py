@@ -2,9 +2,9 @@
 
 - `request_approval` records a pending request (idempotent by key), tells the session's viewers
   and audits it. `require_approval` does so only when the repository's policy names the action.
-- `approval_decide` is the one place a decision is made: a member whose role may decide, who is
-  neither the requester nor the author of the prompt that led to it, on a request that is still
-  pending and not expired. Compare-and-set on the state, so a replayed decision changes nothing.
+- `approval_decide` is the one place a decision is made: a member whose role may decide, who
+  contributed nothing to the change (approvals.four_eyes), on a request that is still pending
+  and not expired. Compare-and-set on the state, so a replayed decision changes nothing.
 - `execute_approval` runs on a worker (approvals.tasks): it claims the approved request, calls
   the action's executor (`register_executor`) and records the result. An executor raises
   `ActionNoLongerApplies` when the world moved on (the PR is already merged): the request ends
@@ -29,6 +29,7 @@ from django.dispatch import Signal
 from django.utils import timezone
 
 from approvals import audit
+from approvals.four_eyes import decider_conflict
 from approvals.models import ApprovalRequest
 from approvals.policy import IRREVERSIBLE_COMMAND, policy_for
 
@@ -163,18 +164,17 @@ def approval_decide(
 ) -> ApprovalRequest:
     """Approve or reject a pending request as `user`.
 
-    PermissionDenied: the user's role may not decide, or they asked for it, or their prompt
-    led to it. ApprovalError: it is no longer pending (decided already: a replay) or expired.
+    PermissionDenied: the user's role may not decide, or they contributed to what it would
+    carry out (approvals.four_eyes: they asked for it, prompted or typed in its session, or
+    authored one of its commits). ApprovalError: it is no longer pending (decided already: a
+    replay) or expired.
     """
     from inspect_web import access, roles
 
     access.require_repo_permission(user, approval.repository, roles.DECIDE_APPROVAL)
-    if approval.requested_by_id == user.pk:
-        raise PermissionDenied("You asked for this action; another reviewer has to decide it.")
-    if approval.prompt_author_id == user.pk:
-        raise PermissionDenied(
-            "Your prompt led to this action; a reviewer other than you has to decide it."
-        )
+    conflict = decider_conflict(user, approval)
+    if conflict is not None:
+        raise PermissionDenied(conflict)
     now = timezone.now()
     if approval.expires_at is not None and approval.expires_at <= now:
         _expire(approval)

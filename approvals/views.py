@@ -10,7 +10,7 @@ from django.http import Http404, HttpRequest, HttpResponse
 from django.shortcuts import redirect, render
 from django.views.decorators.http import require_POST
 
-from approvals import audit, gate
+from approvals import audit, four_eyes, gate
 from approvals.models import ApprovalRequest
 from inspect_web import access, roles
 
@@ -30,12 +30,15 @@ def _rows(user, approvals) -> list[dict]:
     deciding = set(
         access.repositories_for(user, permission=roles.DECIDE_APPROVAL).values_list("pk", flat=True)
     )
+    approvals = list(approvals)
+    # The gate's own rule, so the page never offers a decision the gate would refuse.
+    conflicts = four_eyes.contributions(user, approvals)
     return [
         {
             "approval": a,
             "summary": gate.summary(a),
-            "can_decide": a.repository_id in deciding
-            and user.pk not in (a.requested_by_id, a.prompt_author_id),
+            "can_decide": a.repository_id in deciding and a.pk not in conflicts,
+            "conflict": conflicts.get(a.pk, ""),
         }
         for a in approvals
     ]

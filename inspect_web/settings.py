@@ -177,6 +177,9 @@ PREWARM_SECONDS = env.env_int("INSPECT_PREWARM_SECONDS", 120, minimum=5)
 SANDBOX_IDLE_SECONDS = env.env_int("INSPECT_SANDBOX_IDLE_SECONDS", 900, minimum=30)
 # A web terminal closes after this long without input (its shell with it).
 TERMINAL_IDLE_SECONDS = env.env_int("INSPECT_TERMINAL_IDLE_SECONDS", 600, minimum=1)
+# Open websockets and event streams re-check their user's membership and role this often (and at
+# once when a membership changes); at most 30 s, so a removed member is never left watching longer.
+WS_RECHECK_SECONDS = env.env_int("INSPECT_WS_RECHECK_SECONDS", 30, minimum=1, maximum=30)
 
 
 # Agent runtimes

@@ -33,7 +33,9 @@ Wire format (JSON text frames, server to client)
 
 Close codes: 4400 bad `after` (not a whole number, negative) or unsupported `format`;
 4401 not logged in; 4403 no such session or not a member of its repository (the same for
-both, so ids cannot be probed); 4008 lagging (after a resync); 4503 live updates unavailable
+both, so ids cannot be probed), also sent to an open connection whose user was removed from
+the repository or deactivated (re-checked at once on the change, and every
+INSPECT_WS_RECHECK_SECONDS); 4008 lagging (after a resync); 4503 live updates unavailable
 (Redis or the database unreachable) and 4500 the stream failed — reconnect shortly. Messages
 from the client are ignored.
 
@@ -79,7 +81,7 @@ from django.utils.html import format_html, format_html_join
 from redis.exceptions import RedisError
 
 from inspect_web import access
-from sessions import presence
+from sessions import live_access, presence
 from sessions.events import group_name
 from sessions.models import Event, Session
 
@@ -100,6 +102,7 @@ MAX_SEQ = 2**63 - 1
 BAD_INPUT, NOT_LOGGED_IN, FORBIDDEN, LAGGING, TRY_AGAIN = 4400, 4401, 4403, 4008, 4503
 SERVER_ERROR = 4500
 NO_SUCH_SESSION = "This session does not exist or you are not a member of its repository."
+NO_LONGER_MEMBER = "You are no longer a member of this session's repository."
 _LAYER_ERRORS = (RedisError, OSError, ConnectionError, asyncio.TimeoutError)
 
 
@@ -365,6 +368,12 @@ def _visible_session(user, session_id: int) -> tuple[int, int] | None:
     return session.pk, session.last_seq
 
 
+def _still_visible(user_id: int, session_id: int) -> bool:
+    """Whether the user, as the database has them now, may still see the session."""
+    user = live_access.current_user(user_id)
+    return user is not None and _visible_session(user, session_id) is not None
+
+
 def _parse_after(query: dict[str, list[str]]) -> tuple[int | None, str]:
     values = query.get("after")
     if not values:
@@ -379,9 +388,11 @@ def _parse_after(query: dict[str, list[str]]) -> tuple[int | None, str]:
     return value, ""
 
 
-class SessionStreamConsumer(AsyncWebsocketConsumer):
+class SessionStreamConsumer(live_access.AccessWatch, AsyncWebsocketConsumer):
     """One viewer of one session. Two tasks per connection: the sender (the only writer to the
-    socket: replay, live events, presence) and the heartbeat (presence, group membership)."""
+    socket: replay, live events, presence) and the heartbeat (presence, group membership); and
+    the access watch (sessions.live_access), which closes it with 4403 once the viewer may no
+    longer see the session."""
 
     async def connect(self) -> None:
         self.session_id = int(self.scope["url_route"]["kwargs"]["session_id"])
@@ -448,6 +459,16 @@ class SessionStreamConsumer(AsyncWebsocketConsumer):
             asyncio.ensure_future(self._stream(after, last_seq, roster)),
             asyncio.ensure_future(self._heartbeat()),
         ]
+        await self.watch_access(
+            user.pk, functools.partial(_still_visible, user.pk, self.session_id), self._revoked
+        )
+
+    async def _revoked(self) -> None:
+        # Stop the sender first: it is the socket's only writer until now.
+        for task in self._tasks:
+            task.cancel()
+        await self._send_json({"type": "error", "code": FORBIDDEN, "message": NO_LONGER_MEMBER})
+        await self.close(code=FORBIDDEN)
 
     async def authenticate(self):
         """The viewer's user: the browser session's (Channels' AuthMiddlewareStack).
@@ -469,6 +490,7 @@ class SessionStreamConsumer(AsyncWebsocketConsumer):
         await self.close(code=code)
 
     async def disconnect(self, code: int) -> None:
+        await self.unwatch_access()
         for task in self._tasks:
             task.cancel()
         for task in self._tasks:

@@ -29,6 +29,7 @@ from django.contrib.auth.models import AnonymousUser
 from django.http import Http404
 
 from inspect_web import access
+from sessions import live_access
 from sessions.models import Session
 
 log = logging.getLogger(__name__)
@@ -179,7 +180,15 @@ def _open_door(user, session_id: int):
     return live.open_preview(sandbox, preview), preview_port(preview)
 
 
-class PreviewSocketConsumer(AsyncWebsocketConsumer):
+def _still_visible(user_id: int, session_id: int) -> bool:
+    """Whether the user, as the database has them now, may still see the session."""
+    user = live_access.current_user(user_id)
+    if user is None:
+        return False
+    return access.visible_to(user, Session.objects.filter(pk=session_id)).exists()
+
+
+class PreviewSocketConsumer(live_access.AccessWatch, AsyncWebsocketConsumer):
     upstream: Upstream | None = None
     pump: asyncio.Task | None = None
 
@@ -209,6 +218,15 @@ class PreviewSocketConsumer(AsyncWebsocketConsumer):
             return await self._refuse(UNAVAILABLE)
         await self.accept(subprotocol=self.upstream.subprotocol)
         self.pump = asyncio.ensure_future(self._relay_down())
+        # Members only while it lasts, too: a member removed later is closed with 4403.
+        session_id = int(kwargs["session_id"])
+        await self.watch_access(user.pk, lambda: _still_visible(user.pk, session_id), self._revoked)
+
+    async def _revoked(self) -> None:
+        # No longer a member (sessions.live_access): the link ends like a refused one.
+        if self.pump is not None:
+            self.pump.cancel()
+        await self.close(code=FORBIDDEN)
 
     async def _refuse(self, code: int) -> None:
         await self.accept()
@@ -235,6 +253,7 @@ class PreviewSocketConsumer(AsyncWebsocketConsumer):
             await self.upstream.send(BINARY, bytes_data)
 
     async def disconnect(self, code: int) -> None:
+        await self.unwatch_access()
         if self.pump is not None:
             self.pump.cancel()
         if self.upstream is not None:

@@ -22,10 +22,12 @@ binary frames   the terminal's output bytes, verbatim. The page hands them to xt
                 page as HTML, so nothing the sandbox prints can inject markup or script.
 ``{"type": "hello", "can_type": bool, "cols": n, "rows": n}``
 ``{"type": "error", "code": 4403, "message": "..."}``  (e.g. a viewer tried to type)
+``{"type": "role", "can_type": bool, "message": "..."}``  the user's role changed while connected
 ``{"type": "recorded", "files": n, "commit": "..."}``   hand edits went into the diff
 ``{"type": "closed", "reason": "..."}``  then the socket closes
 
-Close codes: 4401 not logged in; 4403 no such session or not a member (the same for both);
+Close codes: 4401 not logged in; 4403 no such session or not a member (the same for both), or
+no longer a member (membership and role are re-checked while connected: sessions.live_access);
 4404 no running sandbox (a viewer's terminal does not restore a reaped sandbox; an engineer's
 does, from the session's own snapshot); 4408 closed for idleness;
 1000 the shell exited.
@@ -51,6 +53,7 @@ from django.http import Http404
 from django.utils import timezone
 
 from inspect_web import access, roles
+from sessions import live_access
 from sessions.models import Session
 from snapshots.sandbox import Pty, Sandbox, SandboxError, SandboxGone
 
@@ -60,6 +63,10 @@ NOT_LOGGED_IN, FORBIDDEN, NO_SANDBOX, IDLE = 4401, 4403, 4404, 4408
 SCROLLBACK = 64 * 1024
 MAX_INPUT = 16 * 1024  # characters per input frame (a paste)
 TOUCH_SECONDS = 30.0  # how often typing marks the session active (the idle reaper reads it)
+# Input re-reads the typist's role when its last check is older than this (besides the
+# re-checks sessions.live_access makes at once on a change and on its heartbeat).
+INPUT_RECHECK_SECONDS = 1.0
+CANNOT_TYPE = "You can watch this terminal; typing needs the engineer role on this repository."
 SHELL = ("/bin/bash", "-i")
 # Typing is what an engineer does to a session: the role check of prompting it.
 TYPE_PERMISSION = roles.PROMPT_SESSION
@@ -369,6 +376,12 @@ def _membership(user, session_id: int) -> tuple[bool, bool] | None:
     return True, access.has_repo_permission(user, session.repository, TYPE_PERMISSION)
 
 
+def _current_membership(user_id: int, session_id: int) -> tuple[bool, bool] | None:
+    """`_membership` of the user as the database has them now (None once deactivated)."""
+    user = live_access.current_user(user_id)
+    return _membership(user, session_id) if user is not None else None
+
+
 def _size(value, default: int, low: int, high: int) -> int:
     try:
         return max(low, min(high, int(value)))
@@ -376,8 +389,9 @@ def _size(value, default: int, low: int, high: int) -> int:
         return default
 
 
-class TerminalConsumer(AsyncWebsocketConsumer):
+class TerminalConsumer(live_access.AccessWatch, AsyncWebsocketConsumer):
     terminal: SharedTerminal | None = None
+    role_checked_at = 0.0
 
     async def connect(self) -> None:
         self.session_id = int(self.scope["url_route"]["kwargs"]["session_id"])
@@ -393,6 +407,7 @@ class TerminalConsumer(AsyncWebsocketConsumer):
                 "This session does not exist or you are not a member of its repository.",
             )
         self.can_type = found[1]
+        self.role_checked_at = time.monotonic()
         try:
             self.terminal = await shared_terminal(self.session_id, self.user, self.can_type)
         except SandboxGone:
@@ -405,6 +420,7 @@ class TerminalConsumer(AsyncWebsocketConsumer):
             return await self.refuse(NO_SANDBOX, f"The terminal could not start: {exc}")
         await self.accept()
         self.terminal.viewers.add(self)
+        await self.watch_access(self.user.pk, self._still_member, self._revoked)
         await self.send_json(
             {
                 "type": "hello",
@@ -415,6 +431,37 @@ class TerminalConsumer(AsyncWebsocketConsumer):
         )
         if self.terminal.scrollback:
             await self.send(bytes_data=bytes(self.terminal.scrollback))
+
+    # Access, re-checked while connected (sessions.live_access): a member removed is closed;
+    # one whose role no longer allows typing keeps watching and types no more.
+
+    def _still_member(self) -> bool:
+        found = _current_membership(self.user.pk, self.session_id)
+        self._fresh_can_type = bool(found and found[1])
+        return found is not None
+
+    async def recheck_access(self) -> bool:
+        self._fresh_can_type = self.can_type  # unchanged if the check could not run
+        allowed = await super().recheck_access()
+        self.role_checked_at = time.monotonic()
+        if allowed and self._fresh_can_type != self.can_type:
+            self.can_type = self._fresh_can_type
+            message = "You can type in this terminal." if self.can_type else CANNOT_TYPE
+            await self.send_json({"type": "role", "can_type": self.can_type, "message": message})
+        return allowed
+
+    async def _revoked(self) -> None:
+        self.can_type = False
+        if self.terminal is not None:
+            self.terminal.viewers.discard(self)  # no more of its output
+        await self.send_json(
+            {
+                "type": "error",
+                "code": FORBIDDEN,
+                "message": "You are no longer a member of this session's repository.",
+            }
+        )
+        await self.end("access revoked", FORBIDDEN)
 
     async def refuse(self, code: int, message: str) -> None:
         await self.accept()
@@ -452,14 +499,12 @@ class TerminalConsumer(AsyncWebsocketConsumer):
             )
         if kind not in {"input", "resize", "commit"}:
             return
+        stale = time.monotonic() - self.role_checked_at > INPUT_RECHECK_SECONDS
+        if self.can_type and stale and not await self.recheck_access():
+            return
         if not self.can_type:
             return await self.send_json(
-                {
-                    "type": "error",
-                    "code": FORBIDDEN,
-                    "message": "You can watch this terminal; typing needs the engineer role "
-                    "on this repository.",
-                }
+                {"type": "error", "code": FORBIDDEN, "message": CANNOT_TYPE}
             )
         if kind == "input":
             data = message.get("data")
@@ -477,6 +522,7 @@ class TerminalConsumer(AsyncWebsocketConsumer):
             await self.send_json({"type": "recorded", **outcome})
 
     async def disconnect(self, code: int) -> None:
+        await self.unwatch_access()
         terminal = self.terminal
         if terminal is None:
             return

@@ -45,6 +45,11 @@
                          : "Connected read-only: typing needs the engineer role on this repository.");
         sendSize();
         if (canType) term.focus();
+      } else if (msg.type === "role") {
+        // The role changed while connected (e.g. demoted to reviewer: watch, no typing).
+        canType = msg.can_type;
+        record.hidden = !canType;
+        say(box, msg.message);
       } else if (msg.type === "error") {
         say(box, msg.message);
       } else if (msg.type === "closed") {

@@ -49,7 +49,7 @@ def test_the_prompts_author_may_not_approve(agent_request, team):
     from snapshots.models import Membership, Role
 
     Membership.objects.filter(user=team.engineer).update(role=Role.ADMIN)
-    with pytest.raises(PermissionDenied, match="Your prompt led to this action"):
+    with pytest.raises(PermissionDenied, match=r"You contributed to this change \(prompt #1\)"):
         gate.approval_decide(approval=agent_request, user=team.engineer, approve=True)
     agent_request.refresh_from_db()
     assert agent_request.state == State.PENDING

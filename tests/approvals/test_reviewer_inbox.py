@@ -55,7 +55,7 @@ def test_the_prompts_author_sees_no_buttons_and_a_post_is_refused(agent_session,
     response = client.post(
         reverse("approvals:decide", args=[approval.pk]), {"decision": "approve"}, follow=True
     )
-    assert "Your prompt led to this action" in response.content.decode()
+    assert "You contributed to this change" in response.content.decode()
     assert ApprovalRequest.objects.get(pk=approval.pk).state == "pending"
 
 
