@@ -110,7 +110,7 @@ class RedactingRuntime(AgentRuntime):
 
     def process_command(self, turn: Turn) -> str | None:
         command = self.inner.process_command(turn)
-        return None if command is None else redact(command, self.secrets)
+        return None if command is None else self.redactor(command)
 
     def __getattr__(self, name: str) -> Any:
         # Tests and the runner may look at the wrapped runtime's attributes (model, ...).
