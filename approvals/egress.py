@@ -10,6 +10,7 @@ Narrowing applies at once. Every change of the approved policy is audited.
 
 from __future__ import annotations
 
+from collections.abc import Sequence
 from dataclasses import dataclass, replace
 
 from django.db import transaction
@@ -133,10 +134,17 @@ def widening_requests(repository: Repository):
 
 
 def _widening_request(
-    repository: Repository, before: NetworkPolicy, after: NetworkPolicy, *, source: str
+    repository: Repository,
+    before: NetworkPolicy,
+    after: NetworkPolicy,
+    *,
+    source: str,
+    authors: Sequence[str] = (),
 ) -> ApprovalRequest:
     """One request per widening: an open one for the same change, or one rejected since the
-    approved egress last changed, is reused instead of asking again at every refresh."""
+    approved egress last changed, is reused instead of asking again at every refresh.
+    `authors`: addresses of whoever committed the recipe's changes (four eyes refuses them
+    the decision); a reused pending request gains any new ones."""
     summary = f"egress {describe(before)} → {describe(after)}"
     since = Repository.objects.filter(pk=repository.pk).values_list(
         "egress_approved_at", flat=True
@@ -153,6 +161,10 @@ def _widening_request(
         .first()
     )
     if found is not None:
+        known = set(found.payload.get("recipe_authors", []))
+        if found.state == State.PENDING and not known.issuperset(authors):
+            found.payload = {**found.payload, "recipe_authors": sorted(known | set(authors))}
+            found.save(update_fields=["payload"])
         return found
     return gate.request_approval(
         action=WIDEN_EGRESS,
@@ -160,6 +172,7 @@ def _widening_request(
         payload={
             "summary": summary,
             "requester": source,
+            "recipe_authors": sorted(set(authors)),
             "asked": describe(after),
             "before": as_json(before),
             "after": as_json(after),
@@ -168,7 +181,12 @@ def _widening_request(
 
 
 def egress_for_build(
-    repository: Repository, asked: NetworkPolicy, *, source: str, default_branch: bool = True
+    repository: Repository,
+    asked: NetworkPolicy,
+    *,
+    source: str,
+    default_branch: bool = True,
+    authors: Sequence[str] = (),
 ) -> BuildEgress:
     """Decide the egress a snapshot build (and so its sessions) runs with, given what the
     build's recipe asks for. Narrowing is recorded at once (by a build of the default branch;
@@ -194,7 +212,7 @@ def egress_for_build(
             f"{source} widens egress from {describe(approved)} to {describe(asked)} "
             "(this repository's approval policy does not gate widen_egress)",
         )
-    request = _widening_request(repository, approved, asked, source=source)
+    request = _widening_request(repository, approved, asked, source=source, authors=authors)
     if request.state == State.REJECTED:
         why = (
             f"request {request.pk} to widen it was rejected; change the recipe, or ask again "

@@ -7,7 +7,10 @@ CLI all decide through it). A person may not decide a request when they
 - wrote any prompt of its session, the first or a follow-up (or are its `prompt_author`),
 - typed in its session's terminal (audited as `terminal.input`), or
 - authored or co-authored a commit of its session (the `author` / `by_hand` of its diff events:
-  the prompt authors' turns and the typists' hand edits).
+  the prompt authors' turns and the typists' hand edits), or
+- wrote or committed the repository's recipe change that asks for it (a build's `widen_egress`
+  request carries those commits' addresses as `recipe_authors`; matched against the user's
+  verified addresses only).
 
 Everything is read from rows that outlive the session's sandbox (prompts, the audit log, the
 event log), so the rule holds after the sandbox is gone.
@@ -20,6 +23,7 @@ from collections.abc import Iterable
 from django.db.models import Min, Q
 
 from approvals.models import ApprovalRequest, AuditEntry
+from inspect_web.accounts import verified_email
 from sessions.models import Event, Prompt
 
 ASKED = "You asked for this action; another reviewer has to decide it."
@@ -62,12 +66,27 @@ def _session_contributions(user, session_ids: set[int]) -> dict[int, str]:
     return found
 
 
+def _verified_addresses(user) -> set[str]:
+    from allauth.account.models import EmailAddress
+
+    addresses = {
+        email.lower()
+        for email in EmailAddress.objects.filter(user=user, verified=True).values_list(
+            "email", flat=True
+        )
+    }
+    primary = verified_email(user)
+    return addresses | ({primary.lower()} if primary else set())
+
+
 def contributions(user, approvals: Iterable[ApprovalRequest]) -> dict[int, str]:
     """Why `user` may not decide each of `approvals`, by approval id; an approval `user` had
     no hand in is absent. A few queries for any number of approvals (the inbox lists many)."""
     approvals = list(approvals)
     session_ids = {a.session_id for a in approvals if a.session_id is not None}
     by_session = _session_contributions(user, session_ids) if session_ids else {}
+    recipe_authors = [a for a in approvals if (a.payload or {}).get("recipe_authors")]
+    addresses = _verified_addresses(user) if recipe_authors else set()
     refused: dict[int, str] = {}
     for approval in approvals:
         if approval.requested_by_id == user.pk:
@@ -76,6 +95,8 @@ def contributions(user, approvals: Iterable[ApprovalRequest]) -> dict[int, str]:
             refused[approval.pk] = _contributed(by_session[approval.session_id])
         elif approval.prompt_author_id == user.pk:
             refused[approval.pk] = _contributed("the prompt that led to it")
+        elif addresses & set((approval.payload or {}).get("recipe_authors", [])):
+            refused[approval.pk] = _contributed("committed the recipe change that asks for it")
     return refused
 
 

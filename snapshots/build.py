@@ -28,7 +28,13 @@ from sessions.agents.redaction import redact
 from snapshots import mirror
 from snapshots.backends import sandbox_backend
 from snapshots.models import Repository, Snapshot
-from snapshots.recipe import LOCKFILE_PATTERNS, RecipeError, load_recipe, read_recipe_file
+from snapshots.recipe import (
+    LOCKFILE_PATTERNS,
+    RECIPE_PATH,
+    RecipeError,
+    load_recipe,
+    read_recipe_file,
+)
 from snapshots.repository_files import lockfile_hashes
 from snapshots.sandbox import Limits, SandboxError
 
@@ -132,6 +138,7 @@ def _build(repository: Repository, branch: str, build_log: BuildLog) -> Snapshot
             recipe.egress,
             source=recipe.source,
             default_branch=branch == repository.default_branch,
+            authors=_recipe_authors(mirror_dir, snapshot.commit),
         )
         if egress.note:
             build_log.write(f"egress: {egress.note}")
@@ -268,3 +275,11 @@ def _note_reverts(repository: Repository, mirror_dir: Path) -> None:
         detect_local_reverts(repository, mirror_dir)
     except Exception:
         log.exception("looking for reverts in %s failed", repository.name)
+
+
+def _recipe_authors(mirror_dir: Path, commit: str) -> list[str]:
+    """Who wrote the recipe file's recent changes: they may not approve the egress it asks."""
+    try:
+        return mirror.path_authors(mirror_dir, commit, RECIPE_PATH)
+    except mirror.MirrorError:
+        return []

@@ -134,6 +134,14 @@ def checkout(mirror: Path, branch: str, destination: Path) -> str:
     return _git("rev-parse", "HEAD", cwd=destination).strip()
 
 
+def path_authors(mirror: Path, commit: str, path: str, *, limit: int = 20) -> list[str]:
+    """The author and committer addresses (lower-cased) of the last `limit` commits up to
+    `commit` that changed `path`: who wrote a recipe change, for four eyes on its approval.
+    Read from git objects only; nothing of the work tree is followed."""
+    out = _git("log", f"-{limit}", "--format=%ae%n%ce", commit, "--", path, cwd=mirror)
+    return sorted({line.strip().lower() for line in out.splitlines() if line.strip()})
+
+
 def drift(mirror: Path, base: str, head: str) -> tuple[int, list[str]]:
     """Commits and changed paths between `base` and `head`."""
     if base == head:

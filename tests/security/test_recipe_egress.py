@@ -168,3 +168,20 @@ def test_a_branch_that_asks_for_less_narrows_only_its_own_build(inspect_cli, wid
     assert "narrows egress to none on this branch" in branch.log
     widgets.refresh_from_db()
     assert widgets.approved_network.domains == ("a.example.org",)
+
+
+def test_whoever_committed_the_recipe_cannot_approve_its_widening(
+    inspect_cli, widgets, team, django_capture_on_commit_callbacks
+):
+    """The reviewer who wrote the commit that widens the recipe (matched by a verified e-mail
+    address of theirs: the test repository's commits are by ada@example.com) approving it
+    themselves is the author approving their own change."""
+    team.reviewer.email = "Ada@example.com"  # set by an administrator: counts as verified
+    team.reviewer.save()
+    widgets.upstream.commit({RECIPE: OPEN}, "open the network")
+    refresh(inspect_cli, widgets)
+    pending = ApprovalRequest.objects.get(action="widen_egress", state="pending")
+    with pytest.raises(PermissionDenied, match="committed the recipe"):
+        gate.approval_decide(approval=pending, user=team.reviewer, approve=True)
+    approve(pending, team.admin, django_capture_on_commit_callbacks)
+    assert refresh(inspect_cli, widgets).egress["mode"] == "open"
