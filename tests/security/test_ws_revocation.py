@@ -135,6 +135,7 @@ async def test_a_member_who_stays_keeps_watching(quick_daphne, watched, team, co
     await asyncio.sleep(QUICK_RECHECK * 2.5)  # a few heartbeats
     high = await in_thread(append, watched.pk, 2)
     await viewer.until(high, timeout=10)
+    assert viewer.last == high and viewer.closes == []  # still open, still receiving
     await viewer.ws.close()
 
 
