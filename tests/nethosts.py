@@ -8,8 +8,10 @@ namespaces (a /30 on the veth pair), and each host is torn down after its test.
 from __future__ import annotations
 
 import os
+import socket
 import subprocess
 import sys
+import threading
 import time
 from collections.abc import Iterator
 from contextlib import contextmanager
@@ -102,3 +104,33 @@ def net_host(
         subprocess.run(["ip", "link", "del", veth_host], capture_output=True)
         subprocess.run(["ip", "netns", "del", ns], capture_output=True)
         time.sleep(0.05)
+
+
+@contextmanager
+def banner_server(bind: str, banner: bytes) -> Iterator[int]:
+    """A TCP server on this machine, at `bind`, that greets each connection with `banner` and
+    closes it: a stand-in for a host service a sandbox must (not) reach. Yields its port."""
+    srv = socket.socket()
+    srv.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
+    srv.bind((bind, 0))
+    srv.listen(8)
+    srv.settimeout(0.2)
+    stop = threading.Event()
+
+    def serve() -> None:
+        while not stop.is_set():
+            try:
+                conn, _ = srv.accept()
+            except OSError:
+                continue
+            conn.sendall(banner)
+            conn.close()
+
+    thread = threading.Thread(target=serve, daemon=True)
+    thread.start()
+    try:
+        yield srv.getsockname()[1]
+    finally:
+        stop.set()
+        thread.join()
+        srv.close()

@@ -2,13 +2,10 @@
 
 from __future__ import annotations
 
-import socket
-import threading
-
 import pytest
 
 from snapshots.sandbox.base import NetworkPolicy
-from tests.nethosts import net_host
+from tests.nethosts import banner_server, net_host
 from tests.sandbox_conformance.conftest import ALLOWED_TEST_NETWORK
 
 PROBE = (
@@ -22,27 +19,8 @@ PROBE = (
 @pytest.fixture
 def host_tcp_server():
     """A TCP server on the HOST's 127.0.0.1 standing in for PostgreSQL or Redis."""
-    srv = socket.socket()
-    srv.bind(("127.0.0.1", 0))
-    srv.listen(8)
-    stop = threading.Event()
-
-    def serve():
-        srv.settimeout(0.2)
-        while not stop.is_set():
-            try:
-                conn, _ = srv.accept()
-            except OSError:
-                continue
-            conn.sendall(b"host-service-banner")
-            conn.close()
-
-    t = threading.Thread(target=serve, daemon=True)
-    t.start()
-    yield srv.getsockname()[1]
-    stop.set()
-    t.join()
-    srv.close()
+    with banner_server("127.0.0.1", b"host-service-banner") as port:
+        yield port
 
 
 @pytest.fixture(scope="module")

@@ -8,13 +8,12 @@ import os
 import shutil
 import socket
 import subprocess
-import threading
 from collections.abc import Iterator
 
 import pytest
 
 from snapshots.sandbox.base import Limits, NetworkPolicy, Sandbox
-from tests.nethosts import net_host
+from tests.nethosts import banner_server, net_host
 
 RUNTIMES = ["bwrap", "runsc"]
 
@@ -92,28 +91,8 @@ def host_addresses() -> list[str]:
 @pytest.fixture
 def dashboard_port() -> Iterator[int]:
     """A TCP server on all of this machine's addresses, like daphne serving the dashboard."""
-    srv = socket.socket()
-    srv.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
-    srv.bind(("0.0.0.0", 0))
-    srv.listen(8)
-    stop = threading.Event()
-
-    def serve() -> None:
-        srv.settimeout(0.2)
-        while not stop.is_set():
-            try:
-                conn, _ = srv.accept()
-            except OSError:
-                continue
-            conn.sendall(b"dashboard-banner")
-            conn.close()
-
-    t = threading.Thread(target=serve, daemon=True)
-    t.start()
-    yield srv.getsockname()[1]
-    stop.set()
-    t.join()
-    srv.close()
+    with banner_server("0.0.0.0", b"dashboard-banner") as port:  # noqa: S104 - every address
+        yield port
 
 
 def test_open_cannot_reach_host_postgres_or_redis(open_sandbox):
