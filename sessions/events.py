@@ -45,6 +45,7 @@ KINDS = frozenset(
         "screenshot",
         "approval",
         "error",
+        "notice",
         "usage",
         "file_edit",
         "terminal",

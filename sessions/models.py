@@ -156,6 +156,22 @@ class Attachment(models.Model):
         return f"attachment {self.folder}/{self.name} of session {self.session_id}"
 
 
+class AgentConversation(models.Model):
+    """What a session's agent remembers between turns (sessions.agents.base.Conversation): a
+    CLI's own session id to resume, or the built-in agent's transcript and its compaction.
+    Written by the turn's driver only, after every turn however it ended."""
+
+    session = models.OneToOneField(Session, on_delete=models.CASCADE, related_name="conversation")
+    runtime = models.CharField(max_length=40)
+    resume_id = models.CharField(max_length=200, blank=True)
+    messages = models.JSONField(default=list, blank=True)
+    summary = models.TextField(blank=True)
+    updated_at = models.DateTimeField(auto_now=True)
+
+    def __str__(self) -> str:
+        return f"conversation of session {self.session_id} ({self.runtime})"
+
+
 class Event(models.Model):
     """One entry of a session's log: the source of truth every viewer reads (gap-free `seq`)."""
 

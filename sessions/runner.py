@@ -18,7 +18,7 @@ from django.utils import timezone
 from approvals import audit
 from approvals.agent import SessionApprovals, agent_env
 from inspect_web.accounts import verified_email
-from sessions import services, states
+from sessions import conversations, services, states
 from sessions.agents import AgentError, get_runtime, turn_limits
 from sessions.agents.base import EVENT_KIND, Author, Turn
 from sessions.agents.children import SessionChildren
@@ -161,6 +161,8 @@ class TurnRunner:
         self.agent_ran = False
         self.commit = ""
         self.changes: dict | None = None
+        # The runtime's own message when it ended the turn failed (its work is kept).
+        self.agent_failed = ""
 
     # -- state changes, fenced ------------------------------------------------------------
     def _to(self, target: str, reason: str = "") -> None:
@@ -213,6 +215,8 @@ class TurnRunner:
                     self.drift_sync.join()
             if self.drift_sync is not None:
                 self._finish_sync(self.drift_sync)
+            if self.agent_failed:
+                return self._fail_keeping_work(sandbox, resumed)
             if not stopped:
                 self._to(State.VERIFYING)
             self._capture_diff(sandbox)
@@ -272,6 +276,27 @@ class TurnRunner:
         if session.snapshot_age_s is None and "snapshot_age_s" in self.timings:
             totals["snapshot_age_s"] = self.timings["snapshot_age_s"]
         return totals
+
+    def _fail_keeping_work(self, sandbox: Sandbox, resumed: bool) -> str:
+        """The agent said the turn failed (the model or its CLI refused, it exited non-zero):
+        what it changed is committed and snapshotted as for any turn, so nothing is lost, but
+        nothing is verified or published and the session ends `failed` with the agent's own
+        message (already in the log as its error event). A new prompt retries."""
+        message = self.agent_failed
+        self._capture_diff(sandbox)
+        self._report_egress_refusals(sandbox)
+        self._snapshot(sandbox)
+        self.timings["turn_ms"] = round((time.monotonic() - self.started) * 1000, 2)
+        self._save(
+            timings={**self.session.timings, **self.timings},
+            error=message,
+            **self._totals(resumed),
+        )
+        self._finish_prompt(Prompt.State.DONE)
+        services.clear_stop(self.session.pk)
+        self._to(State.FAILED, reason=message)
+        self._audit_changes(ended=State.FAILED)
+        return "failed"
 
     def _fail(self, message: str) -> str:
         append_event(self.session.pk, "error", {"message": message, "turn": self.prompt.order})
@@ -447,6 +472,8 @@ class TurnRunner:
             sync_done=self.drift_sync.done if self.drift_sync is not None else None,
             env=agent_env(session),
             approvals=SessionApprovals(session, prompt),
+            conversation=conversations.load(session),
+            images=conversations.prompt_images(prompt),
         )
         stopped_by: list[str] = []
         finished = threading.Event()
@@ -487,11 +514,15 @@ class TurnRunner:
                     if event.kind == "done":
                         if process is not None and "exit_code" in event.data:
                             self._audit_agent_process(process, event, started)
+                        self.agent_failed = str(event.data.get("failed") or "")
                         continue
                     writer.add(EVENT_KIND[event.kind], {**event.data, "turn": prompt.order})
         finally:
             finished.set()
             watcher.join()
+            # Whatever was said this turn (even a failed or stopped one) is part of the
+            # conversation the next turn continues.
+            conversations.store(session, turn.conversation, fence=self.lease.fence)
         self.timings["agent_ms"] = round((time.monotonic() - started) * 1000, 2)
         if self.lease.lost.is_set():
             raise LeaseLost()

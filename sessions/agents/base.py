@@ -17,7 +17,7 @@ from snapshots.sandbox import Sandbox
 
 AgentEventKind = Literal[
     "message", "reasoning", "tool_call", "tool_result", "file_edit", "output", "usage", "error",
-    "done",
+    "notice", "done",
 ]  # fmt: skip
 
 # How agent events are stored in the session's log.
@@ -30,6 +30,7 @@ EVENT_KIND = {
     "output": "output",
     "usage": "usage",
     "error": "error",
+    "notice": "notice",  # a warning the agent printed on a turn that goes on (a retry, a fallback)
 }
 
 
@@ -76,6 +77,29 @@ class ApprovalGate(ABC):
 
 
 @dataclass
+class Conversation:
+    """What a session's agent remembers between turns; the runner loads it before a turn and
+    stores it after (sessions.models.AgentConversation), whatever way the turn ended.
+
+    `resume_id`: a CLI's own session (thread) id, which its next turn resumes. `messages`: the
+    built-in agent's transcript (llm.Entry dicts, user entries with their author), and
+    `summary`: its compaction of the turns before `messages`. Runtimes update it in place."""
+
+    resume_id: str = ""
+    messages: list[dict[str, Any]] = field(default_factory=list)
+    summary: str = ""
+
+
+@dataclass(frozen=True)
+class Image:
+    """A picture attached to the prompt: its name and bytes, for runtimes that send images."""
+
+    name: str
+    media_type: str
+    data: bytes
+
+
+@dataclass
 class Turn:
     sandbox: Sandbox
     prompt: str
@@ -91,6 +115,10 @@ class Turn:
     children: ChildSessions | None = None
     # The approval gate for irreversible commands; None: nothing is gated.
     approvals: ApprovalGate | None = None
+    # The session's conversation so far (see Conversation); runtimes continue it.
+    conversation: Conversation = field(default_factory=Conversation)
+    # Images attached to this prompt (their links are in `prompt` too).
+    images: tuple[Image, ...] = ()
 
 
 @dataclass(frozen=True)
@@ -111,7 +139,10 @@ class AgentRuntime(ABC):
 
     @abstractmethod
     def run(self, turn: Turn) -> Iterator[AgentEvent]:
-        """Run one turn, yielding events as they happen; ends with a `done` event."""
+        """Run one turn, yielding events as they happen; ends with a `done` event. A turn that
+        failed (the model or CLI refused, the CLI exited non-zero) says so in `done`'s data as
+        `{"failed": "<the CLI's or API's own message>"}`: the runner keeps its work and ends
+        the turn `failed` with that message. Warnings are `notice` events, not errors."""
 
     @abstractmethod
     def stop(self) -> None:

@@ -21,6 +21,9 @@ from snapshots.sandbox import WORKSPACE, ExecHandle
 
 # Reads the prompt from the environment onto the CLI's stdin; "$@" is the CLI's argv.
 PIPE_PROMPT = 'printf "%s" "$INSPECT_PROMPT" | exec "$@"'
+# Where a CLI keeps its own state (sessions, config): inside the workspace's .git, so the
+# session's snapshot carries it to the next turn's restore, and git never tracks or diffs it.
+STATE_ROOT = WORKSPACE + "/.git/inspect-agent"
 
 
 def workspace_path(path: Any) -> str:
@@ -45,11 +48,22 @@ def text_of(content: Any) -> str:
 
 class StreamParser:
     """Turns one CLI's JSON lines into AgentEvents. Lines that are not JSON objects are kept
-    as output; `error_reported` tells the runtime the CLI already explained a failure."""
+    as output (the first is remembered: a CLI whose output no longer parses is named by it).
+
+    `failure` is the CLI's own message for a failed turn (the first `error` event a parser
+    yields); warnings are yielded as `notice` events instead and fail nothing. `resume_id` is
+    the CLI's session id, which the next turn resumes; `recognised` counts parsed lines."""
 
     def __init__(self, *, model: str = "") -> None:
         self.model = model
-        self.error_reported = False
+        self.failure = ""
+        self.resume_id = ""
+        self.recognised = 0
+        self.unparsed = ""
+
+    @property
+    def error_reported(self) -> bool:
+        return bool(self.failure)
 
     def feed(self, line: str) -> list[AgentEvent]:
         stripped = line.strip()
@@ -60,10 +74,14 @@ class StreamParser:
         except ValueError:
             obj = None
         if not isinstance(obj, dict):
+            self.unparsed = self.unparsed or stripped[:300]
             return [AgentEvent("output", {"stream": "stdout", "text": line})]
         events = self.parse(obj)
-        if any(e.kind == "error" for e in events):
-            self.error_reported = True
+        if events:
+            self.recognised += 1
+        for event in events:
+            if event.kind == "error" and not self.failure and "limit" not in event.data:
+                self.failure = str(event.data.get("message") or "")
         return events
 
     @abstractmethod
@@ -76,6 +94,8 @@ class CliAgent(AgentRuntime):
     binary: str
     package: str
     label: str
+    # The CLI's version, for messages that must name it (set by whoever builds the runtime).
+    version: str = ""
 
     def __init__(self, *, env: Mapping[str, str], model: str = "") -> None:
         self.process_env = dict(env)
@@ -83,12 +103,25 @@ class CliAgent(AgentRuntime):
         self._handle: ExecHandle | None = None
         self._stopped = threading.Event()
         self._lock = threading.Lock()
+        self._stderr_tail = ""
 
     @abstractmethod
     def argv(self, turn: Turn) -> list[str]: ...
 
     @abstractmethod
     def parser(self) -> StreamParser: ...
+
+    def describe(self) -> str:
+        """The runtime and its version, as failure messages name them."""
+        return f"{self.label} {self.version}".strip()
+
+    def state_dir(self) -> str:
+        """This CLI's own state directory in the sandbox (see STATE_ROOT)."""
+        return f"{STATE_ROOT}/{self.name}"
+
+    def state_env(self) -> dict[str, str]:
+        """Environment pointing the CLI's state (sessions, config) into `state_dir`."""
+        return {}
 
     def missing_message(self) -> str:
         return (
@@ -106,6 +139,12 @@ class CliAgent(AgentRuntime):
         )
         if check.exit_code != 0:
             raise AgentError(self.missing_message())
+        made = turn.sandbox.run(["mkdir", "-p", self.state_dir()], timeout=30)
+        if made.exit_code != 0:
+            raise AgentError(
+                f"cannot make {self.label}'s state directory {self.state_dir()}: "
+                f"{(made.stderr or made.stdout).strip()[:300]}"
+            )
         # The CLI's key and the agent's secrets: contained, so nothing it leaves behind (and
         # no other command, while it runs) can read them.
         secrets = {**turn.env, **self.process_env}
@@ -116,7 +155,7 @@ class CliAgent(AgentRuntime):
                 return
             self._handle = turn.sandbox.exec(
                 argv,
-                env={"INSPECT_PROMPT": turn.prompt},
+                env={"INSPECT_PROMPT": turn.prompt, **self.state_env()},
                 secrets=secrets,
                 cwd=WORKSPACE,
                 timeout=turn.limits.wall_seconds,
@@ -125,8 +164,10 @@ class CliAgent(AgentRuntime):
         tokens = 0
         cost = 0.0
         over: tuple[str, str] | None = None
+        self._stderr_tail = ""
         for line in self._handle:
             if line.stream == "stderr":
+                self._stderr_tail = (self._stderr_tail + line.text.rstrip("\n") + "\n")[-2000:]
                 yield AgentEvent("output", {"stream": "stderr", "text": line.text})
                 continue
             for event in parser.feed(line.text):
@@ -139,9 +180,13 @@ class CliAgent(AgentRuntime):
                     if over:
                         self._handle.kill()  # the CLI's own loop has no such limit
         result = self._handle.wait()
+        # The CLI's session, even of a failed turn, is what the next turn resumes.
+        if parser.resume_id:
+            turn.conversation.resume_id = parser.resume_id
         if self._stopped.is_set():
             yield AgentEvent("done", {"stopped": True, "exit_code": result.exit_code})
             return
+        failed = ""
         if over:
             yield AgentEvent("error", {"message": over[1], "limit": over[0]})
         elif result.limit_hit:
@@ -152,11 +197,30 @@ class CliAgent(AgentRuntime):
                     "limit": result.limit_hit,
                 },
             )
-        elif result.exit_code != 0 and not parser.error_reported:
-            yield AgentEvent(
-                "error", {"message": f"{self.binary} exited with status {result.exit_code}"}
+        elif parser.failure:
+            failed = parser.failure  # the CLI's or the API's own words, already in the log
+        elif result.exit_code != 0 or not parser.recognised:
+            failed = self._unexplained_failure(parser, result.exit_code)
+            yield AgentEvent("error", {"message": failed})
+        done: dict[str, Any] = {"exit_code": result.exit_code}
+        if failed:
+            done["failed"] = failed
+        yield AgentEvent("done", done)
+
+    def _unexplained_failure(self, parser: StreamParser, exit_code: int | None) -> str:
+        """Why a turn failed when the CLI did not say: its output did not parse, or it exited
+        non-zero (with the last thing it printed on stderr)."""
+        who = self.describe()
+        if parser.unparsed and not parser.recognised:
+            return (
+                f"{who}: its output no longer parses as this adapter expects; the first line "
+                f"that did not: {parser.unparsed!r}"
             )
-        yield AgentEvent("done", {"exit_code": result.exit_code})
+        if not parser.recognised and exit_code == 0:
+            return f"{who} printed no events this adapter recognises"
+        tail = self._stderr_tail.strip().splitlines()
+        said = f": {tail[-1][:300]}" if tail else ""
+        return f"{who} exited with status {exit_code}{said}"
 
     def process_command(self, turn: Turn) -> str | None:
         return shlex.join(self.argv(turn))

@@ -89,7 +89,22 @@ def test_codex_reads_its_prompt_from_stdin_and_a_nonzero_exit_is_reported(sandbo
         {"text": "fix it|exec --json --skip-git-repo-check "
                  "--dangerously-bypass-approvals-and-sandbox -"}
     ]  # fmt: skip
-    assert of_kind(events, "error") == [{"message": "codex exited with status 3"}]
+    assert of_kind(events, "error") == [{"message": "Codex exited with status 3"}]
+    assert events[-1].data == {"exit_code": 3, "failed": "Codex exited with status 3"}
+
+
+def test_a_cli_whose_output_no_longer_parses_fails_the_turn_naming_it_and_the_line(sandbox):
+    """Canned-script parser edge case: a CLI version that prints something else."""
+    path = install_fake_cli(sandbox, "codex", 'echo "Codex 9 says hello"\necho "{}"\n')
+    agent = CodexAgent(env={"CODEX_API_KEY": MODEL_KEY})
+    agent.version = "9.0.0"
+    events = list(agent.run(make_turn(sandbox, "fix it", env=path)))
+    failed = events[-1].data["failed"]
+    assert failed == (
+        "Codex 9.0.0: its output no longer parses as this adapter expects; the first line "
+        "that did not: 'Codex 9 says hello'"
+    )
+    assert of_kind(events, "error") == [{"message": failed}]
 
 
 def test_a_cli_over_the_turns_token_limit_is_killed_and_reported(sandbox):
