@@ -152,40 +152,28 @@ def model_client(*, model: str = ""):
 
 
 def _cli_env(name: str) -> dict[str, str]:
-    """What a CLI agent's process gets: its key (and base URL), nothing else."""
+    """What a CLI agent's process gets: its key, base URL and provider settings, nothing else
+    (each adapter's `process_env` says how its CLI reads them); AgentError names what to set."""
+    if name == "claude-code":
+        from sessions.agents.claude_code import process_env
+    elif name == "codex":
+        from sessions.agents.codex import process_env
+    else:
+        from sessions.agents.opencode import process_env
+    return process_env()
+
+
+def custom_openai_base() -> str:
+    """INSPECT_LLM_BASE_URL when it is not OpenAI's own API ('' otherwise)."""
     from django.conf import settings
 
-    openai_base = settings.LLM_BASE_URL
-    custom_openai = urlsplit(openai_base).hostname != HOSTED_OPENAI
-    anthropic_custom = settings.ANTHROPIC_BASE_URL.rstrip("/") != "https://api.anthropic.com"
-    if name == "claude-code":
-        if not settings.ANTHROPIC_API_KEY:
-            raise AgentError("the claude-code agent needs ANTHROPIC_API_KEY to be set")
-        env = {
-            "ANTHROPIC_API_KEY": settings.ANTHROPIC_API_KEY,
-            "DISABLE_AUTOUPDATER": "1",
-            "CLAUDE_CODE_DISABLE_NONESSENTIAL_TRAFFIC": "1",
-        }
-        if anthropic_custom:
-            env["ANTHROPIC_BASE_URL"] = settings.ANTHROPIC_BASE_URL
-        return env
-    if name == "codex":
-        if not settings.LLM_API_KEY:
-            raise AgentError("the codex agent needs INSPECT_LLM_API_KEY (an OpenAI API key)")
-        env = {"CODEX_API_KEY": settings.LLM_API_KEY}
-        if custom_openai:
-            env["OPENAI_BASE_URL"] = openai_base
-        return env
-    # opencode: whichever provider keys are configured; it picks by --model or its config.
-    env = {}
-    if settings.LLM_API_KEY:
-        env["OPENAI_API_KEY"] = settings.LLM_API_KEY
-        if custom_openai:
-            env["OPENAI_BASE_URL"] = openai_base
-    if settings.ANTHROPIC_API_KEY:
-        env["ANTHROPIC_API_KEY"] = settings.ANTHROPIC_API_KEY
-    if not env:
-        raise AgentError(
-            "the opencode agent needs INSPECT_LLM_API_KEY or ANTHROPIC_API_KEY to be set"
-        )
-    return env
+    base = settings.LLM_BASE_URL
+    return base if urlsplit(base).hostname != HOSTED_OPENAI else ""
+
+
+def custom_anthropic_base() -> str:
+    """ANTHROPIC_BASE_URL when it is not Anthropic's own API ('' otherwise)."""
+    from django.conf import settings
+
+    base = settings.ANTHROPIC_BASE_URL.rstrip("/")
+    return base if base != "https://api.anthropic.com" else ""

@@ -17,7 +17,7 @@ from __future__ import annotations
 
 from typing import Any
 
-from sessions.agents.base import AgentEvent, Turn
+from sessions.agents.base import AgentError, AgentEvent, Turn
 from sessions.agents.cli_process import CliAgent, StreamParser, text_of, workspace_path
 from snapshots.sandbox import SandboxError
 
@@ -112,6 +112,24 @@ class ClaudeCodeParser(StreamParser):
                 AgentEvent("error", {"message": f"{message}: {detail}" if detail else message})
             )
         return events
+
+
+def process_env() -> dict[str, str]:
+    """Claude Code's process environment: its key and, for a custom endpoint, its base URL."""
+    from django.conf import settings
+
+    from sessions.agents import custom_anthropic_base
+
+    if not settings.ANTHROPIC_API_KEY:
+        raise AgentError("the claude-code agent needs ANTHROPIC_API_KEY to be set")
+    env = {
+        "ANTHROPIC_API_KEY": settings.ANTHROPIC_API_KEY,
+        "DISABLE_AUTOUPDATER": "1",
+        "CLAUDE_CODE_DISABLE_NONESSENTIAL_TRAFFIC": "1",
+    }
+    if custom_anthropic_base():
+        env["ANTHROPIC_BASE_URL"] = custom_anthropic_base()
+    return env
 
 
 class ClaudeCodeAgent(CliAgent):

@@ -20,7 +20,7 @@ from collections.abc import Mapping
 from typing import Any
 
 from sessions.agents import pricing
-from sessions.agents.base import AgentEvent, Turn
+from sessions.agents.base import AgentError, AgentEvent, Turn
 from sessions.agents.cli_process import CliAgent, StreamParser, text_of, workspace_path
 
 
@@ -141,6 +141,20 @@ class CodexParser(StreamParser):
                 AgentEvent("tool_result", {"id": item_id, "name": "web_search", "ok": True})
             )
         return events
+
+
+def process_env() -> dict[str, str]:
+    """Codex's process environment: its key and, for a custom endpoint, its base URL."""
+    from django.conf import settings
+
+    from sessions.agents import custom_openai_base
+
+    if not settings.LLM_API_KEY:
+        raise AgentError("the codex agent needs INSPECT_LLM_API_KEY (an OpenAI API key)")
+    env = {"CODEX_API_KEY": settings.LLM_API_KEY}
+    if custom_openai_base():
+        env["OPENAI_BASE_URL"] = custom_openai_base()
+    return env
 
 
 class CodexAgent(CliAgent):

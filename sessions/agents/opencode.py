@@ -16,7 +16,7 @@ from __future__ import annotations
 
 from typing import Any
 
-from sessions.agents.base import AgentEvent, Turn
+from sessions.agents.base import AgentError, AgentEvent, Turn
 from sessions.agents.cli_process import CliAgent, StreamParser, workspace_path
 
 EDIT_TOOLS = {"edit": "edit", "multiedit": "edit", "write": "write", "patch": "edit"}
@@ -86,6 +86,26 @@ class OpenCodeParser(StreamParser):
             )
         )
         return events
+
+
+def process_env() -> dict[str, str]:
+    """OpenCode's process environment: whichever provider keys are configured."""
+    from django.conf import settings
+
+    from sessions.agents import custom_openai_base
+
+    env = {}
+    if settings.LLM_API_KEY:
+        env["OPENAI_API_KEY"] = settings.LLM_API_KEY
+        if custom_openai_base():
+            env["OPENAI_BASE_URL"] = custom_openai_base()
+    if settings.ANTHROPIC_API_KEY:
+        env["ANTHROPIC_API_KEY"] = settings.ANTHROPIC_API_KEY
+    if not env:
+        raise AgentError(
+            "the opencode agent needs INSPECT_LLM_API_KEY or ANTHROPIC_API_KEY to be set"
+        )
+    return env
 
 
 class OpenCodeAgent(CliAgent):
