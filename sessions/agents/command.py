@@ -1,7 +1,10 @@
 """The `command` runtime: a shell command in the sandbox is the agent.
 
 The prompt reaches it as $INSPECT_PROMPT and on stdin (the sandbox's exec has no stdin of its
-own, so a wrapper shell pipes $INSPECT_PROMPT in); its author is $INSPECT_AUTHOR. Each output
+own, so a wrapper shell pipes $INSPECT_PROMPT in); its author is $INSPECT_AUTHOR. The session's
+conversation so far — every prompt with its author and every message the agent sent, this
+turn's prompt last — is in the JSON Lines file $INSPECT_CONVERSATION, so a follow-up can refer
+to earlier turns. Each output
 line is an `output` event, except that a stdout line holding a JSON object in the built-in
 event shape — ``{"kind": "message", "data": {"text": "…"}}`` — becomes that event. Useful for
 scripted changes, in-house agents, tests, and as the simplest conformance subject.
@@ -19,6 +22,7 @@ from snapshots.sandbox import ExecHandle
 
 # The agent's own command line is in $INSPECT_AGENT_COMMAND, so no quoting is needed.
 WITH_PROMPT_ON_STDIN = 'printf "%s\\n" "$INSPECT_PROMPT" | /bin/sh -c "$INSPECT_AGENT_COMMAND"'
+CONVERSATION_FILE = ".git/inspect-agent/command/conversation.jsonl"
 # `done` is the runtime's own to send.
 PARSED_KINDS = frozenset(get_args(AgentEventKind)) - {"done"}
 
@@ -50,11 +54,17 @@ class CommandAgent(AgentRuntime):
         self._stopped = threading.Event()
 
     def run(self, turn: Turn) -> Iterator[AgentEvent]:
+        said = turn.conversation.messages
+        said.append({"role": "user", "author": turn.author.username, "text": turn.prompt})
+        turn.sandbox.write_file(
+            CONVERSATION_FILE, "".join(json.dumps(entry) + "\n" for entry in said).encode()
+        )
         env = {
             "INSPECT_PROMPT": turn.prompt,
             "INSPECT_AUTHOR": turn.author.username,
             "INSPECT_AUTHOR_EMAIL": turn.author.email,
             "INSPECT_AGENT_COMMAND": self.command,
+            "INSPECT_CONVERSATION": f"/workspace/{CONVERSATION_FILE}",
         }
         self._handle = turn.sandbox.exec(
             ["/bin/sh", "-c", WITH_PROMPT_ON_STDIN],
@@ -67,6 +77,8 @@ class CommandAgent(AgentRuntime):
             self._handle.kill()
         for line in self._handle:
             parsed = parse_event_line(line.text) if line.stream == "stdout" else None
+            if parsed is not None and parsed.kind == "message":
+                said.append({"role": "agent", "text": str(parsed.data.get("text") or "")})
             yield parsed or AgentEvent("output", {"stream": line.stream, "text": line.text})
         result = self._handle.wait()
         if self._stopped.is_set():
@@ -81,9 +93,10 @@ class CommandAgent(AgentRuntime):
                 },
             )
         elif result.exit_code != 0:
-            yield AgentEvent(
-                "error", {"message": f"the agent command exited with status {result.exit_code}"}
-            )
+            failed = f"the agent command exited with status {result.exit_code}"
+            yield AgentEvent("error", {"message": failed})
+            yield AgentEvent("done", {"exit_code": result.exit_code, "failed": failed})
+            return
         yield AgentEvent("done", {"exit_code": result.exit_code})
 
     def process_command(self, turn: Turn) -> str | None:

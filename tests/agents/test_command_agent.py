@@ -1,6 +1,8 @@
 """The `command` agent gets the prompt in $INSPECT_PROMPT and on stdin; its output lines are
 events, and JSON lines in the built-in event shape are parsed as such."""
 
+import json
+
 from sessions.agents.command import CommandAgent, parse_event_line
 from tests.agents.conftest import make_turn, of_kind
 
@@ -41,3 +43,24 @@ def test_only_well_formed_event_lines_are_parsed():
     assert parse_event_line('{"kind": "nonsense", "data": {}}') is None
     assert parse_event_line("{broken") is None
     assert parse_event_line("  {}") is None
+
+
+def test_a_follow_up_sees_the_earlier_prompts_with_their_authors_and_the_agents_replies(sandbox):
+    from sessions.agents.base import Author, Conversation
+
+    conversation = Conversation()
+    agent = CommandAgent(
+        'echo "{\\"kind\\": \\"message\\", \\"data\\": {\\"text\\": \\"did: $INSPECT_PROMPT\\"}}"; '
+        'cat "$INSPECT_CONVERSATION"'
+    )
+    list(agent.run(make_turn(sandbox, "create notes.txt", conversation=conversation)))
+    grace = Author(username="grace", name="Grace Reviewer", email="grace@example.com")
+    turn = make_turn(sandbox, "now undo that", conversation=conversation)
+    turn.author = grace
+    events = list(CommandAgent('cat "$INSPECT_CONVERSATION"').run(turn))
+    lines = [json.loads(o["text"]) for o in of_kind(events, "output")]
+    assert lines == [
+        {"role": "user", "author": "engineer", "text": "create notes.txt"},
+        {"role": "agent", "text": "did: create notes.txt"},
+        {"role": "user", "author": "grace", "text": "now undo that"},
+    ]

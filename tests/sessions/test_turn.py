@@ -2,7 +2,7 @@ import json
 
 import pytest
 
-from sessions.models import Event, Prompt
+from sessions.models import Event, Prompt, Session
 
 pytestmark = pytest.mark.django_db
 
@@ -87,10 +87,20 @@ def test_a_failing_verify_command_is_recorded_and_the_session_still_goes_idle(
     assert (verify["exit_code"], verify["ok"], verify["output_head"]) == (4, False, "bad\n")
 
 
-def test_an_agent_that_fails_is_reported_as_an_error_event(ready_repo, create_session):
-    _, summary, _ = create_session("--prompt", "x", "--agent-command", "exit 9", "--inline")
+def test_an_agent_that_fails_fails_the_turn_with_its_message_and_keeps_its_work(
+    ready_repo, create_session
+):
+    _, summary, _ = create_session(
+        "--prompt", "x", "--agent-command", "echo half > half.txt; exit 9", "--inline"
+    )
+    assert summary["state"] == "failed"
+    assert summary["error"] == "the agent command exited with status 9"
     error = Event.objects.get(session_id=summary["id"], kind="error").payload
     assert error["message"] == "the agent command exited with status 9"
+    # The half-done work was committed as the turn's and kept in the session's snapshot.
+    diff = Event.objects.get(session_id=summary["id"], kind="diff").payload
+    assert diff["path"] == "half.txt" and "+half" in diff["patch"]
+    assert Session.objects.get(pk=summary["id"]).session_snapshot_ref
 
 
 def test_a_session_on_a_repository_without_snapshot_fails_with_the_fix(
