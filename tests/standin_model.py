@@ -106,6 +106,9 @@ OWN_RM_RE = re.compile(r"^rm (?:-f )?(?P<path>\S+)$")
 FAILED_RE = re.compile(r"exited with code [1-9]|exit code:? [1-9]|\bfailed\b|\brejected\b", re.I)
 OWN_SED_RE = re.compile(r"^sed -i '\$d' (?P<path>\S+)$")
 
+# The command in the JavaScript it sends Codex's code-mode ``exec`` tool.
+JS_CMD_RE = re.compile(r'tools\.exec_command\(\{cmd: ("(?:[^"\\]|\\.)*")')
+
 _ids = itertools.count(1)
 
 
@@ -120,10 +123,11 @@ def _sq(text: str) -> str:
 
 def _clean_text(text: str) -> str:
     text = text.strip()
-    # Prompts often quote the text or end the sentence with a full stop.
+    # Prompts often quote the text or end the sentence with a full stop; OpenCode's `run`
+    # quotes the whole prompt, leaving a stray closing quote at the end of the line.
     if len(text) >= 2 and text[0] == text[-1] and text[0] in "'\"`":
         return text[1:-1]
-    return text.rstrip(".")
+    return text.rstrip("'\"`").rstrip(".")
 
 
 def _tokens(n_chars: int) -> int:
@@ -140,6 +144,13 @@ class Tool:
     name: str
     kind: str  # "function" | "custom" | "local_shell"
     schema: dict[str, Any] = field(default_factory=dict)
+    description: str = ""
+
+    @property
+    def runs_javascript(self) -> bool:
+        """Codex's code mode: one freeform ``exec`` tool taking JavaScript that calls the
+        nested tools (``await tools.exec_command({cmd})``)."""
+        return self.kind == "custom" and "tools.exec_command" in self.description
 
 
 @dataclass
@@ -164,6 +175,8 @@ class Decision:
 
 def command_of(args: Any) -> str:
     """The shell command in a tool call's arguments, whichever form they take."""
+    if isinstance(args, str) and (m := JS_CMD_RE.search(args)):
+        return json.loads(m[1])
     if isinstance(args, str):
         try:
             args = json.loads(args)
@@ -190,6 +203,11 @@ def pick_tool(tools: Iterable[Tool]) -> Tool | None:
 
 
 def build_arguments(tool: Tool, command: str) -> Any:
+    if tool.runs_javascript:
+        return (
+            f"const r = await tools.exec_command({{cmd: {json.dumps(command)}}});\n"
+            "text(r.output ?? JSON.stringify(r));\n"
+        )
     if tool.kind == "custom":
         return command
     if tool.kind == "local_shell":
@@ -364,14 +382,17 @@ def responses_tools(body: dict[str, Any]) -> list[Tool]:
     for item in _input_items(body):
         if item.get("type") == "additional_tools":
             specs += item.get("tools") or []
-    for t in specs:
+    while specs:
+        t = specs.pop(0)
         if not isinstance(t, dict):
             continue
         kind = t.get("type", "function")
-        if kind == "function" and "name" in t:
+        if kind == "namespace":  # a group of tools (Codex: "functions", "multi_agent_v1")
+            specs += t.get("tools") or []
+        elif kind == "function" and "name" in t:
             tools.append(Tool(t["name"], "function", t.get("parameters") or {}))
         elif kind == "custom" and "name" in t:
-            tools.append(Tool(t["name"], "custom"))
+            tools.append(Tool(t["name"], "custom", description=str(t.get("description") or "")))
         elif kind == "local_shell":
             tools.append(Tool("local_shell", "local_shell"))
     return tools
@@ -399,7 +420,7 @@ def responses_conversation(body: dict[str, Any], history: list[dict[str, Any]]) 
             calls.append(command_of(item.get("arguments")))
             last = "assistant"
         elif kind == "custom_tool_call":
-            calls.append(str(item.get("input") or ""))
+            calls.append(command_of(str(item.get("input") or "")))
             last = "assistant"
         elif kind == "local_shell_call":
             calls.append(command_of((item.get("action") or {}).get("command")))
