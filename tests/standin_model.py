@@ -463,6 +463,18 @@ class Recorded:
         return json.dumps(self.body)
 
 
+@dataclass(frozen=True)
+class SandboxRoute:
+    """``LocalBackend(root, egress_hosts=r.egress_hosts, egress_exceptions=r.egress_exceptions)``
+    and ``NetworkPolicy("allowlist", (r.name,))``; the CLI in the sandbox then uses ``r.url``
+    (``r.url + "/v1"`` for OpenAI clients) through the HTTP_PROXY the sandbox sets."""
+
+    name: str
+    url: str
+    egress_hosts: dict[str, str]
+    egress_exceptions: tuple[Any, ...]
+
+
 class StandinModel:
     """The stand-in server. ``key=None`` accepts any key; ``models``/``prefixes`` the accepted
     model names (exact, or starting with a prefix)."""
@@ -519,6 +531,21 @@ class StandinModel:
     @property
     def openai_url(self) -> str:
         return self.url + "/v1"
+
+    # -- reaching it from a sandbox ----------------------------------------------------------
+    def sandbox_route(self, name: str = "model.test") -> SandboxRoute:
+        """How an ``allowlist`` sandbox of the local backend reaches this server through its
+        egress proxy: a host name only the proxy resolves (to this server's address) and an
+        operator exception for exactly this address and port."""
+        from snapshots.sandbox.netns import parse_exceptions
+
+        address = "127.0.0.1" if self.host in ("0.0.0.0", "") else self.host
+        return SandboxRoute(
+            name=name,
+            url=f"http://{name}:{self.port}",
+            egress_hosts={name: address},
+            egress_exceptions=parse_exceptions(f"standin={address}:{self.port}"),
+        )
 
     # -- recording --------------------------------------------------------------------------
     @property

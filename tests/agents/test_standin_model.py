@@ -544,3 +544,58 @@ def test_every_request_is_recorded_with_headers_and_body():
         assert [r.api for r in standin.requests_with_tools()] == ["anthropic"]
         assert standin.tool_calls() == ["printf '%s\\n' 'x' > a.txt"]
         assert "create a.txt with x" in recorded[0].text()
+
+
+# -- from a sandbox --------------------------------------------------------------------------
+SANDBOX_CLIENT = r"""
+import json, os, sys, urllib.request
+url, key = sys.argv[1], sys.argv[2]
+body = {"model": "claude-sonnet-4-5", "max_tokens": 64, "stream": True,
+        "messages": [{"role": "user", "content": "hello from the sandbox"}]}
+req = urllib.request.Request(url + "/v1/messages", data=json.dumps(body).encode(),
+    headers={"x-api-key": key, "anthropic-version": "2023-06-01",
+             "content-type": "application/json"})
+with urllib.request.urlopen(req, timeout=20) as resp:  # through HTTP_PROXY, as the CLIs go
+    text = resp.read().decode()
+    print(os.environ.get("HTTP_PROXY"), resp.status, text.rstrip().splitlines()[-2])
+"""
+
+
+def test_an_allowlist_sandbox_reaches_the_standin_through_its_egress_proxy(tmp_path):
+    """What the CLI tests rely on: a name only the sandbox's proxy resolves, and an operator
+    exception for the stand-in's address and port (loopback is refused otherwise)."""
+    from snapshots.sandbox.base import Limits, NetworkPolicy
+    from snapshots.sandbox.local import LocalBackend
+    from tests.security.test_sandbox_network import _skip_reason
+
+    if reason := _skip_reason("bwrap"):
+        pytest.skip(reason)
+    src = tmp_path / "src"
+    src.mkdir()
+    (src / "client.py").write_text(SANDBOX_CLIENT)
+    with StandinModel(key=KEY) as standin:
+        route = standin.sandbox_route()
+        backend = LocalBackend(
+            tmp_path / "sandboxes",
+            egress_hosts=route.egress_hosts,
+            egress_exceptions=route.egress_exceptions,
+        )
+        snap = backend.snapshot_from_directory(str(src))
+        box = backend.create(
+            snapshot=snap,
+            network=NetworkPolicy("allowlist", (route.name,)),
+            limits=Limits(wall_seconds=60, memory_mb=512, pids=64),
+        )
+        try:
+            result = box.run(["python3", "client.py", route.url, KEY], timeout=30)
+        finally:
+            box.terminate()
+        assert result.stdout.split() == [
+            "http://127.0.0.1:3128",
+            "200",
+            "event:",
+            "message_stop",
+        ], result.stderr
+        (seen,) = standin.model_requests()
+        assert seen.headers["host"] == f"{route.name}:{standin.port}"
+        assert seen.reply == {"text": TITLE}
