@@ -38,23 +38,24 @@ Use::
 By hand: ``python -m tests.standin_model --host 0.0.0.0 --port 8990 --key KEY`` prints the URLs
 to configure.
 
-How a sandboxed CLI reaches it. A sandbox has its own network namespace: ``open`` egress goes
-through slirp4netns with host loopback disabled, and an nftables table refuses this machine's
-own and private addresses to the NAT/proxy group unless the operator names an exception
-(``INSPECT_EGRESS_ALLOW_PRIVATE=name=ADDRESS[:PORTS]``, ``netns.EgressException``); loopback
-127.0.0.1 is never reachable from inside. Two ways that work:
+How a sandboxed CLI reaches it. A sandbox has its own network namespace and never sees this
+machine's loopback: ``open`` egress goes through slirp4netns with host loopback disabled, and an
+nftables table refuses this machine's own and private addresses to the NAT/proxy group unless the
+operator names an exception (``INSPECT_EGRESS_ALLOW_PRIVATE=name=ADDRESS[:PORTS]``,
+``netns.EgressException``, accepted before the deny rules). What the tests use (checked from a
+real sandbox in tests/agents/test_standin_model.py):
 
-1. ``allowlist`` egress through the proxy (what tests do): ``LocalBackend(...,
-   egress_hosts={"model.test": ADDR}, egress_exceptions=[EgressException("standin",
-   ip_network(ADDR + "/32"), ((PORT, PORT),))])`` with ``NetworkPolicy("allowlist",
-   ("model.test",))``; the CLI is given ``HTTP_PROXY``/``HTTPS_PROXY`` for the in-sandbox proxy
-   port and the base URL ``http://model.test:PORT``. The proxy checks the name, then the address
-   against the deny list and the exception (the exception must name the port, the proxy allows
-   only 80/443 otherwise). Serve on ADDR = a non-loopback address of this machine (or one on a
-   test veth as in ``tests/nethosts.py``).
-2. ``open`` egress: serve on a non-loopback host address and name it in
-   ``INSPECT_EGRESS_ALLOW_PRIVATE`` (e.g. ``standin=10.0.0.5:8990``); the base URL is then
-   ``http://10.0.0.5:8990``.
+* ``allowlist`` egress through the sandbox's proxy: ``route = standin.sandbox_route()`` gives
+  ``egress_hosts`` (a name, ``model.test``, that only the proxy resolves, to this server's
+  address) and ``egress_exceptions`` (that address and port) for ``LocalBackend``, plus
+  ``NetworkPolicy("allowlist", (route.name,))``. The sandbox sets ``HTTP_PROXY`` and
+  ``HTTPS_PROXY`` to its proxy; Claude Code, Codex and OpenCode all honour them and send absolute
+  ``POST http://model.test:PORT/...`` requests, which the proxy relays. The base URL must be the
+  name (``NO_PROXY`` holds 127.0.0.1). Codex's websocket attempt goes as ``CONNECT``, which the
+  proxy refuses without TLS: configure Codex with a custom ``model_provider`` (no websocket).
+* ``open`` egress: serve on a non-loopback address of this machine and name it in
+  ``INSPECT_EGRESS_ALLOW_PRIVATE`` (e.g. ``standin=10.0.0.5:8990``); the base URL is then
+  ``http://10.0.0.5:8990``.
 """
 
 from __future__ import annotations
