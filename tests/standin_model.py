@@ -1259,10 +1259,24 @@ def main(argv: list[str] | None = None) -> None:
         port=args.port,
     ).start()
     base = f"http://{args.host}:{standin.port}"
-    print(f"stand-in model on {base} (key {args.key!r}); models: {', '.join(standin.models)}")
-    print(f"  Anthropic (Claude Code): ANTHROPIC_BASE_URL={base}  ANTHROPIC_API_KEY={args.key}")
-    print(f"  OpenAI (Chat, Responses): base URL {base}/v1  OPENAI_API_KEY={args.key}")
-    print("  (from a sandbox use a non-loopback address, see this module's docstring)")
+    key = args.key
+    provider = {"options": {"baseURL": f"{base}/v1", "apiKey": key}}
+    lines = [
+        f"stand-in model on {base} (key {key!r}); models: {', '.join(standin.models)}",
+        f"  Claude Code: ANTHROPIC_BASE_URL={base} ANTHROPIC_API_KEY={key}"
+        " claude -p --model claude-sonnet-4-5 ...",
+        f"  Codex: OPENAI_API_KEY={key} codex exec -m gpt-5-codex -c model_provider=standin"
+        " -c model_providers.standin.name=standin"
+        f" -c model_providers.standin.base_url={base}/v1"
+        " -c model_providers.standin.env_key=OPENAI_API_KEY"
+        " -c model_providers.standin.wire_api=responses ...",
+        "  OpenCode: OPENCODE_CONFIG_CONTENT='"
+        + json.dumps({"provider": {"anthropic": provider}, "model": "anthropic/claude-sonnet-4-5"})
+        + "' opencode run ...",
+        f"  OpenAI Chat Completions / Responses clients: base URL {base}/v1",
+        "  (a sandbox cannot reach 127.0.0.1: see this module's docstring)",
+    ]
+    print("\n".join(lines), flush=True)
     try:
         while True:
             time.sleep(3600)
