@@ -178,6 +178,32 @@ def test_anthropic_undo_uses_the_earlier_turn_and_says_so_without_one(standin):
     assert message["stop_reason"] == "end_turn"
 
 
+def test_anthropic_final_text_reports_a_tool_result_marked_as_an_error(standin):
+    history = [
+        user("create notes.txt with hello"),
+        {
+            "role": "assistant",
+            "content": [
+                {"type": "tool_use", "id": "toolu_1", "name": "Bash", "input": {"command": CREATE}}
+            ],
+        },
+        {
+            "role": "user",
+            "content": [
+                {
+                    "type": "tool_result",
+                    "tool_use_id": "toolu_1",
+                    "is_error": True,
+                    "content": "Permission denied",
+                }
+            ],
+        },
+    ]
+    _, raw, _ = call(standin, "/v1/messages", anthropic_body(history), anthropic=True)
+    (block,) = json.loads(raw)["content"]
+    assert block["text"] == "The command failed: Permission denied"
+
+
 def test_anthropic_title_request_without_tools_gets_plain_text(standin):
     body = {
         "model": "claude-haiku-4-5-20251001",
@@ -479,6 +505,22 @@ def test_responses_codex_code_mode_exec_gets_javascript(standin):
         f"const r = await tools.exec_command({{cmd: {json.dumps(CREATE)}}})"
     )
     assert standin.requests[-1].has_tools
+
+    # Turn 2 finds its own command inside the JavaScript it sent.
+    history = [
+        item,
+        said("create notes.txt with hello"),
+        out,
+        {
+            "type": "custom_tool_call_output",
+            "call_id": out["call_id"],
+            "output": [{"type": "input_text", "text": "Script completed\nOutput:\n"}],
+        },
+        said("undo what you just did"),
+    ]
+    _, raw, _ = call(standin, "/v1/responses", responses_body(history, tools=[], stream=False))
+    (undo,) = json.loads(raw)["output"]
+    assert undo["input"].startswith('const r = await tools.exec_command({cmd: "rm notes.txt"})')
 
 
 def test_responses_undo_without_history_and_with_previous_response_id(standin):
