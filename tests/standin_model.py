@@ -1066,8 +1066,12 @@ def _make_handler(standin: StandinModel) -> type[BaseHTTPRequestHandler]:
             try:
                 reply = self._answer(rec, api, headers, body, len(raw))
             except Exception as exc:  # a bug here must show as the provider's 500, not a hang
+                why = f"stand-in model error: {exc!r}"
                 reply = _Reply(
-                    500, openai_error(f"stand-in model error: {exc!r}", "server_error", None)
+                    500,
+                    anthropic_error("api_error", why)
+                    if api in ("anthropic", "count_tokens")
+                    else openai_error(why, "server_error", None),
                 )
             rec.status = reply.status
             standin._record(rec)
