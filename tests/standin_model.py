@@ -15,7 +15,9 @@ What it "decides" (so tests can assert outcomes):
   (-> ``... >> <path>``) or ``undo what you just did`` (-> the inverse of its own latest
   create/append found in the EARLIER turns of the request: ``rm -f <path>`` or
   ``sed -i '$d' <path>``; with none found it says "I can find no earlier change in this
-  conversation to undo." and calls nothing). Anything else gets a plain text reply.
+  conversation to undo." and calls nothing), or ``append <text> to the file you created``
+  (-> an append to the path of its own latest create in the earlier turns; with none, "I can
+  find no file created earlier in this conversation."). Anything else gets a plain text reply.
 * the conversation ends with a tool result: a final text reply ("Done: created notes.txt").
 * no tools offered (title and summary requests): a short text reply ("Stand-in title").
 
@@ -99,6 +101,11 @@ TITLE = "Stand-in title"
 CREATE_RE = re.compile(r"\bcreate\s+(?P<path>[\w./-]+)\s+with\s+(?P<text>[^\n]+)", re.I)
 APPEND_RE = re.compile(r"\bappend\s+(?P<text>[^\n]+?)\s+to\s+(?P<path>[\w./-]*\w)", re.I)
 UNDO_RE = re.compile(r"\bundo what you just did\b", re.I)
+# A follow-up that names no file: which one is known only from the earlier turns.
+APPEND_EARLIER_RE = re.compile(
+    r"\bappend\s+(?P<text>[^\n]+?)\s+to\s+the\s+file\s+you\s+created\b", re.I
+)
+NO_EARLIER_FILE = "I can find no file created earlier in this conversation."
 # The commands it issues itself, recognised again in a later turn's history.
 OWN_WRITE_RE = re.compile(r"printf '%s\\n' (?P<text>'(?:[^']|'\\'')*') (?P<op>>>?) (?P<path>\S+)")
 OWN_RM_RE = re.compile(r"^rm (?:-f )?(?P<path>\S+)$")
@@ -269,6 +276,11 @@ def decide(conv: Conversation) -> Decision:
         command = undo_command(conv.calls)
         if not command:
             return Decision(text=NO_UNDO)
+    elif m := APPEND_EARLIER_RE.search(text):
+        path = created_path(conv.calls)
+        if not path:
+            return Decision(text=NO_EARLIER_FILE)
+        command = f"printf '%s\\n' {_sq(_clean_text(m['text']))} >> {path}"
     elif m := CREATE_RE.search(text):
         command = f"printf '%s\\n' {_sq(_clean_text(m['text']))} > {shlex.quote(m['path'])}"
     elif m := APPEND_RE.search(text):
@@ -299,6 +311,12 @@ def undo_command(calls: list[str]) -> str:
     op, path = stack[-1]
     # Plain rm: Codex refuses "rm -f style commands" even with its sandbox off.
     return f"rm {path}" if op == ">" else f"sed -i '$d' {path}"
+
+
+def created_path(calls: list[str]) -> str:
+    """The file its own latest create in ``calls`` made ('' if none)."""
+    paths = [m["path"] for call in calls if (m := OWN_WRITE_RE.search(call)) and m["op"] == ">"]
+    return paths[-1] if paths else ""
 
 
 def describe(command: str) -> str:

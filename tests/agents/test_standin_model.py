@@ -350,6 +350,37 @@ def test_chat_undo_an_append_from_history(standin):
     assert json.loads(tc["function"]["arguments"])["command"][-1] == "sed -i '$d' notes.txt"
 
 
+def test_chat_append_to_the_file_created_earlier_needs_the_earlier_turn(standin):
+    create = "printf '%s\\n' 'hello' > notes.txt"
+    follow_up = {"role": "user", "content": "also append world to the file you created"}
+    messages = [
+        {"role": "user", "content": "create notes.txt with hello"},
+        {
+            "role": "assistant",
+            "content": None,
+            "tool_calls": [
+                {
+                    "id": "call_1",
+                    "type": "function",
+                    "function": {"name": "shell", "arguments": json.dumps({"command": create})},
+                }
+            ],
+        },
+        {"role": "tool", "tool_call_id": "call_1", "content": "ok"},
+        {"role": "assistant", "content": "Done"},
+        follow_up,
+    ]
+    _, raw, _ = call(standin, "/v1/chat/completions", chat_body(messages))
+    (tc,) = json.loads(raw)["choices"][0]["message"]["tool_calls"]
+    assert json.loads(tc["function"]["arguments"])["command"][-1] == (
+        "printf '%s\\n' 'world' >> notes.txt"
+    )
+    _, raw, _ = call(standin, "/v1/chat/completions", chat_body([follow_up]))
+    message = json.loads(raw)["choices"][0]["message"]
+    assert message["content"] == "I can find no file created earlier in this conversation."
+    assert not message.get("tool_calls")
+
+
 def test_openai_refuses_an_unknown_model_and_a_wrong_key_in_its_format(standin):
     body = chat_body([{"role": "user", "content": "hi"}], model="gpt-nope")
     status, raw, _ = call(standin, "/v1/chat/completions", body)
