@@ -171,6 +171,11 @@ try:
     EGRESS_DENY = netns.parse_networks(env.env_str("INSPECT_EGRESS_DENY"))
 except ValueError as exc:
     raise env.ConfigError("INSPECT_EGRESS_DENY", str(exc)) from None
+# Names the allowlist proxy resolves itself ("models.internal=10.8.0.5"): split DNS.
+try:
+    EGRESS_HOSTS = netns.parse_host_overrides(env.env_str("INSPECT_EGRESS_HOSTS"))
+except ValueError as exc:
+    raise env.ConfigError("INSPECT_EGRESS_HOSTS", str(exc)) from None
 SNAPSHOT_KEEP = env.env_int("INSPECT_SNAPSHOT_KEEP", 3, minimum=1)
 SNAPSHOT_SETUP_TIMEOUT = env.env_int("INSPECT_SETUP_TIMEOUT", 1800, minimum=10)
 PREWARM_SECONDS = env.env_int("INSPECT_PREWARM_SECONDS", 120, minimum=5)

@@ -31,6 +31,7 @@ def _build(name: str) -> SandboxBackend:
             runtime=runtime,
             egress_exceptions=settings.EGRESS_EXCEPTIONS,
             egress_deny=settings.EGRESS_DENY,
+            egress_hosts=settings.EGRESS_HOSTS,
             disk_bytes=settings.SANDBOX_DISK_BYTES,
         )
     if name == "modal":

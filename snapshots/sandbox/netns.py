@@ -84,6 +84,25 @@ class EgressException:
 _NAME_RE = re.compile(r"^[A-Za-z0-9_.-]{1,64}$")
 
 
+def parse_host_overrides(raw: str) -> dict[str, str]:
+    """Parse ``name=ADDRESS`` entries separated by commas: names the allowlist proxy resolves
+    to the given address instead of asking DNS (split DNS, e.g. an in-house model gateway).
+    Raises ValueError saying which entry is wrong and why."""
+    out = {}
+    for entry in (e.strip() for e in raw.split(",")):
+        if not entry:
+            continue
+        name, sep, address = (part.strip() for part in entry.partition("="))
+        if not sep or not re.fullmatch(r"[A-Za-z0-9]([A-Za-z0-9.-]*[A-Za-z0-9])?", name):
+            raise ValueError(f"{entry!r}: expected host.name=ADDRESS")
+        try:
+            ipaddress.ip_address(address)
+        except ValueError:
+            raise ValueError(f"{entry!r}: {address!r} is not an IP address") from None
+        out[name.lower()] = address
+    return out
+
+
 def parse_exceptions(raw: str) -> tuple[EgressException, ...]:
     """Parse ``name=ADDRESS[/PREFIX][:PORTS]`` entries separated by commas.
 
