@@ -121,6 +121,12 @@ class Turn:
     images: tuple[Image, ...] = ()
 
 
+def attributed(prompt: str, author: Author) -> str:
+    """A prompt as an agent is given it in a shared session: who asked comes first, so in a
+    conversation several people continue, the model knows whose follow-up it is."""
+    return f"Request from {author.name} ({author.username}):\n\n{prompt}"
+
+
 @dataclass(frozen=True)
 class AgentEvent:
     kind: AgentEventKind

@@ -15,7 +15,7 @@ from abc import abstractmethod
 from collections.abc import Iterator, Mapping
 from typing import Any
 
-from sessions.agents.base import AgentError, AgentEvent, AgentRuntime, Turn
+from sessions.agents.base import AgentError, AgentEvent, AgentRuntime, Turn, attributed
 from sessions.agents.pricing import usd
 from snapshots.sandbox import WORKSPACE, ExecHandle
 
@@ -155,7 +155,10 @@ class CliAgent(AgentRuntime):
                 return
             self._handle = turn.sandbox.exec(
                 argv,
-                env={"INSPECT_PROMPT": turn.prompt, **self.state_env()},
+                env={
+                    "INSPECT_PROMPT": attributed(turn.prompt, turn.author),
+                    **self.state_env(),
+                },
                 secrets=secrets,
                 cwd=WORKSPACE,
                 timeout=turn.limits.wall_seconds,

@@ -47,7 +47,7 @@ def test_claude_code_gets_the_prompt_on_stdin_and_its_key_in_its_environment_onl
         sandbox,
         "claude",
         # Echo what it was given, leak its key twice, then play the recorded stream.
-        "prompt=$(cat)\n"
+        "prompt=$(tr '\\n' '/')\n"
         'echo "argv: $*"\n'
         'echo "prompt: $prompt; key: $ANTHROPIC_API_KEY"\n'
         'echo "debug: x-api-key=$ANTHROPIC_API_KEY" >&2\n'
@@ -65,7 +65,9 @@ def test_claude_code_gets_the_prompt_on_stdin_and_its_key_in_its_environment_onl
         "--max-turns 50 --model claude-sonnet-4-5 --append-system-prompt Run `sh check.sh` "
         "before finishing."
     )
-    assert outputs[1] == "prompt: make greet say Hello; key: [redacted]"
+    assert outputs[1] == (
+        "prompt: Request from Ada Engineer (engineer)://make greet say Hello; key: [redacted]"
+    )
     assert outputs[2] == "debug: x-api-key=[redacted]"
     assert MODEL_KEY not in repr(events)
     assert of_kind(events, "file_edit") == [{"path": "src/greet.py", "action": "edit"}]
@@ -81,12 +83,12 @@ def test_codex_reads_its_prompt_from_stdin_and_a_nonzero_exit_is_reported(sandbo
         sandbox,
         "codex",
         'echo "{\\"type\\":\\"item.completed\\",\\"item\\":{\\"id\\":\\"item_0\\",'
-        '\\"type\\":\\"agent_message\\",\\"text\\":\\"$(cat)|$*\\"}}"\nexit 3\n',
+        '\\"type\\":\\"agent_message\\",\\"text\\":\\"$(tr "\\n" /)|$*\\"}}"\nexit 3\n',
     )
     agent = CodexAgent(env={"CODEX_API_KEY": MODEL_KEY})
     events = list(agent.run(make_turn(sandbox, "fix it", env=path)))
     assert of_kind(events, "message") == [
-        {"text": "fix it|exec --json --skip-git-repo-check "
+        {"text": "Request from Ada Engineer (engineer)://fix it|exec --json --skip-git-repo-check "
                  "--dangerously-bypass-approvals-and-sandbox -"}
     ]  # fmt: skip
     assert of_kind(events, "error") == [{"message": "Codex exited with status 3"}]
