@@ -148,6 +148,9 @@ CELERY_TIMEZONE = "UTC"
 SANDBOX_BACKEND = env.env_choice("INSPECT_SANDBOX_BACKEND", ["local", "modal"], "local")
 SANDBOX_RUNTIME = env.env_choice("INSPECT_SANDBOX_RUNTIME", ["bwrap", "runsc"], "bwrap")
 SANDBOX_ROOT = env.path("INSPECT_SANDBOX_ROOT", DATA_DIR / "sandbox")
+# The platform's agent CLIs (sessions/agents/installs.py): outside the data dir so an install
+# is shared by every checkout and kept between runs; read-only in every sandbox.
+AGENT_CLIS_DIR = env.path("INSPECT_AGENT_CLIS_DIR", Path("/opt/inspect-web/agent-clis"))
 # Disk quota of one local sandbox (workspace changes, /tmp, /var/tmp together); 0 turns it off.
 SANDBOX_DISK_BYTES = env.env_int("INSPECT_SANDBOX_DISK_BYTES", 8 * 1024**3, minimum=0)
 MODAL_TOKEN_ID = env.env_str("MODAL_TOKEN_ID")

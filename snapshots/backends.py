@@ -33,6 +33,7 @@ def _build(name: str) -> SandboxBackend:
             egress_deny=settings.EGRESS_DENY,
             egress_hosts=settings.EGRESS_HOSTS,
             disk_bytes=settings.SANDBOX_DISK_BYTES,
+            tools_dir=settings.AGENT_CLIS_DIR,
         )
     if name == "modal":
         if not (settings.MODAL_TOKEN_ID and settings.MODAL_TOKEN_SECRET):

@@ -83,6 +83,19 @@ class Team:
     outsider: object
 
 
+@pytest.fixture(scope="session")
+def platform_clis() -> Path:
+    """The platform's agent CLIs at their pinned versions (sessions/agents/installs.py),
+    installed once and kept between runs (CI caches the directory)."""
+    from django.conf import settings
+
+    from sessions.agents import installs
+
+    for runtime in installs.PINNED:
+        installs.install(runtime)
+    return Path(settings.AGENT_CLIS_DIR)
+
+
 @pytest.fixture
 def team(db) -> Team:
     from django.contrib.auth import get_user_model

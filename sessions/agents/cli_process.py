@@ -15,6 +15,7 @@ from abc import abstractmethod
 from collections.abc import Iterator, Mapping
 from typing import Any
 
+from sessions.agents import installs
 from sessions.agents.base import AgentError, AgentEvent, AgentRuntime, Turn, attributed
 from sessions.agents.pricing import usd
 from snapshots.sandbox import WORKSPACE, ExecHandle
@@ -123,17 +124,33 @@ class CliAgent(AgentRuntime):
         """Environment pointing the CLI's state (sessions, config) into `state_dir`."""
         return {}
 
+    def executable(self, turn: Turn) -> str:
+        """The CLI this turn runs: the platform's pinned version (on the sandbox's PATH), or
+        the version the repository's recipe pins (`agent_versions`), or — for tests of parser
+        edge cases with canned scripts — `cli_binary`."""
+        override = turn.options.get("cli_binary")
+        if override:
+            return str(override)
+        pinned = (turn.options.get("agent_versions") or {}).get(self.name)
+        self.version = pinned or installs.PINNED[self.name].version
+        if pinned:
+            return installs.sandbox_binary(self.name, pinned)
+        return self.binary
+
     def missing_message(self) -> str:
         return (
-            f"{self.label} is not installed in this repository's sandbox (no `{self.binary}` "
-            f'on PATH): add "npm install -g {self.package}" to `setup` in '
-            ".inspect/environment.toml (its egress must allow the npm registry and the "
-            "model API), then refresh the snapshot"
+            f"{self.describe()} is not installed on this platform: the platform installs its "
+            "agent CLIs at start-up; run `manage.py inspect doctor --install-agents` (or see "
+            "what `manage.py inspect doctor` says about it)"
         )
 
     def run(self, turn: Turn) -> Iterator[AgentEvent]:
+        try:
+            executable = self.executable(turn)
+        except installs.InstallError as exc:
+            raise AgentError(str(exc)) from None
         check = turn.sandbox.run(
-            ["/bin/sh", "-c", f"command -v {shlex.quote(self.binary)}"],
+            ["/bin/sh", "-c", f"command -v {shlex.quote(executable)}"],
             secrets=turn.env,  # the same PATH and secrets as the CLI itself
             timeout=30,
         )
@@ -148,7 +165,7 @@ class CliAgent(AgentRuntime):
         # The CLI's key and the agent's secrets: contained, so nothing it leaves behind (and
         # no other command, while it runs) can read them.
         secrets = {**turn.env, **self.process_env}
-        argv = ["/bin/sh", "-c", PIPE_PROMPT, "sh", *self.argv(turn)]
+        argv = ["/bin/sh", "-c", PIPE_PROMPT, "sh", *self.command(turn)]
         with self._lock:
             if self._stopped.is_set():
                 yield AgentEvent("done", {"stopped": True})
@@ -225,8 +242,15 @@ class CliAgent(AgentRuntime):
         said = f": {tail[-1][:300]}" if tail else ""
         return f"{who} exited with status {exit_code}{said}"
 
+    def command(self, turn: Turn) -> list[str]:
+        """The CLI's command line: `argv` with its first word the `executable` to run."""
+        return [self.executable(turn), *self.argv(turn)[1:]]
+
     def process_command(self, turn: Turn) -> str | None:
-        return shlex.join(self.argv(turn))
+        try:
+            return shlex.join(self.command(turn))
+        except installs.InstallError:
+            return shlex.join(self.argv(turn))
 
     def stop(self) -> None:
         self._stopped.set()

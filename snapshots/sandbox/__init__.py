@@ -4,6 +4,8 @@ Importing this package is cheap and Django-free; backends are imported on demand
 """
 
 from snapshots.sandbox.base import (
+    AGENT_TOOLS_MOUNT,
+    SANDBOX_PATH,
     WORKSPACE,
     BackendUnavailable,
     ExecHandle,
@@ -24,6 +26,8 @@ from snapshots.sandbox.base import (
 )
 
 __all__ = [
+    "AGENT_TOOLS_MOUNT",
+    "SANDBOX_PATH",
     "WORKSPACE",
     "BackendUnavailable",
     "ExecHandle",

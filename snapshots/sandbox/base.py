@@ -29,6 +29,9 @@ from dataclasses import dataclass
 from typing import Any, Literal
 
 WORKSPACE = "/workspace"
+# The platform's agent CLIs, read-only in every sandbox; SANDBOX_PATH puts their bin/ first.
+AGENT_TOOLS_MOUNT = "/opt/inspect/agents"
+SANDBOX_PATH = f"{AGENT_TOOLS_MOUNT}/bin:/usr/bin:/bin"
 
 StreamName = Literal["stdout", "stderr"]
 NetworkMode = Literal["none", "allowlist", "open"]

@@ -40,6 +40,7 @@ from typing import Any
 
 from snapshots.sandbox import netns, protocol, quota, seccomp
 from snapshots.sandbox.base import (
+    AGENT_TOOLS_MOUNT,
     WORKSPACE,
     BackendUnavailable,
     Command,
@@ -520,6 +521,8 @@ class LocalBackend(SandboxBackend):
     ``egress_exceptions``/``egress_deny``: the operator's private-address exceptions and extra
     deny-list networks (``netns.py``); ``nat_gid``: the host group NAT and proxy processes run
     under, which the host nftables table confines (default ``sandbox_uid + 1``).
+    ``tools_dir``: the platform's agent CLIs (sessions/agents/installs.py), mounted read-only
+    at ``AGENT_TOOLS_MOUNT`` in every sandbox when it exists.
     ``init_uid``: the host uid of the sandbox's command server (uid 0 of its user namespace;
     default ``sandbox_uid + INIT_UID_OFFSET``): not the workload's, so commands cannot signal,
     trace or read it.
@@ -540,6 +543,7 @@ class LocalBackend(SandboxBackend):
         egress_deny: Sequence[netns.IPNetwork] = (),
         nat_gid: int | None = None,
         init_uid: int | None = None,
+        tools_dir: Path | str | None = None,
     ) -> None:
         if runtime not in ("bwrap", "runsc"):
             raise ValueError(f"unknown runtime {runtime!r} (expected 'bwrap' or 'runsc')")
@@ -551,6 +555,7 @@ class LocalBackend(SandboxBackend):
         if self.init_uid == self.uid:
             raise ValueError("init_uid must differ from sandbox_uid (the workload's uid)")
         self.egress_hosts = dict(egress_hosts or {})
+        self.tools_dir = Path(tools_dir).absolute() if tools_dir else None
         self.disk_bytes = disk_bytes
         self.quota_problem = quota.problem()
         self.egress_exceptions = tuple(egress_exceptions)
@@ -930,6 +935,19 @@ class LocalBackend(SandboxBackend):
         self._procs[state["id"] + ":nat"] = nat
         state["nat_pid"], state["nat_start"] = nat.pid, _proc_starttime(nat.pid)
 
+    def tools_mount(self) -> Path | None:
+        """The host directory of the platform's agent CLIs, if there is one to mount."""
+        return self.tools_dir if self.tools_dir is not None and self.tools_dir.is_dir() else None
+
+    def _tools_args(self) -> list[str]:
+        tools = self.tools_mount()
+        if tools is None:
+            return []
+        # Explicit 0755 parents: the workload's uid is not the one bwrap makes them as.
+        parents = ["/opt", "/opt/inspect", AGENT_TOOLS_MOUNT]
+        return [*(a for p in parents for a in ("--perms", "0755", "--dir", p)),
+                "--ro-bind", str(tools), AGENT_TOOLS_MOUNT]  # fmt: skip
+
     def bwrap_argv(
         self,
         network: NetworkPolicy,
@@ -980,6 +998,7 @@ class LocalBackend(SandboxBackend):
             *_private_dir_args(state),
             "--dir",
             "/run/inspect",
+            *self._tools_args(),
             "--bind",
             state["workspace"],
             WORKSPACE,

@@ -39,7 +39,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 from snapshots.sandbox import seccomp
-from snapshots.sandbox.base import WORKSPACE, NetworkPolicy, SandboxError
+from snapshots.sandbox.base import AGENT_TOOLS_MOUNT, WORKSPACE, NetworkPolicy, SandboxError
 
 if TYPE_CHECKING:
     from snapshots.sandbox.cgroups import Cgroups
@@ -114,10 +114,21 @@ def _rootfs(backend: LocalBackend) -> Path:
     from snapshots.sandbox.local import ETC_FILES
 
     rootfs = backend.root / "runsc" / "rootfs"
-    if (rootfs / ".ready-2").exists():
+    if (rootfs / ".ready-3").exists():
         return rootfs
     rootfs.mkdir(parents=True, exist_ok=True)
-    for d in ("usr", "etc", "tmp", "proc", "dev", "sys", "run/inspect", "var/tmp", "workspace"):
+    for d in (
+        "usr",
+        "etc",
+        "tmp",
+        "proc",
+        "dev",
+        "sys",
+        "run/inspect",
+        "var/tmp",
+        "workspace",
+        "opt/inspect/agents",
+    ):
         (rootfs / d).mkdir(parents=True, exist_ok=True)
     for name, target in (
         ("bin", "usr/bin"),
@@ -138,7 +149,7 @@ def _rootfs(backend: LocalBackend) -> Path:
         if path.is_dir() and not path.is_symlink():
             path.chmod(0o755)
     (rootfs / "tmp").chmod(0o1777)
-    (rootfs / ".ready-2").touch()
+    (rootfs / ".ready-3").touch()
     return rootfs
 
 
@@ -199,6 +210,12 @@ def _spec(
             "options": ["rbind", "rw"],
         },
     ]
+    tools = backend.tools_mount()
+    if tools is not None:
+        mounts.append(
+            {"destination": AGENT_TOOLS_MOUNT, "type": "bind", "source": str(tools),
+             "options": ["rbind", "ro"]}
+        )  # fmt: skip
     # /tmp and /var/tmp: dirs on the sandbox's quota filesystem (quota.py), like the workspace's
     # upper dir; sentry tmpfs (memory, bounded by the memory limit only) when the quota is off.
     private = state.get("private_dirs") or {}

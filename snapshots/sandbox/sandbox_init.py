@@ -210,7 +210,9 @@ def resolve(path, follow_last=True):
 
 def base_env(extra):
     env = {
-        "PATH": "/usr/local/bin:/usr/bin:/bin:/usr/local/sbin:/usr/sbin:/sbin",
+        # The platform's agent CLIs first (AGENT_TOOLS_MOUNT): a repository cannot shadow them.
+        "PATH": "/opt/inspect/agents/bin:/usr/local/bin:/usr/bin:/bin:"
+        "/usr/local/sbin:/usr/sbin:/sbin",
         "HOME": "/tmp",
         "USER": "sandbox",
         "LOGNAME": "sandbox",

@@ -1,6 +1,7 @@
-"""The CLI adapters run their CLI inside the sandbox: a missing CLI is reported with what to add
-to the recipe; the prompt arrives on stdin; the key is in the process environment only and is
-scrubbed from every event."""
+"""The CLI adapters run their CLI inside the sandbox (canned scripts standing in for the CLIs,
+for the adapters' plumbing and parser edge cases; the real CLIs run in tests/agents/test_*_real.py):
+a missing CLI is reported with how to install it; the prompt arrives on stdin; the key is in the
+process environment only and is scrubbed from every event."""
 
 import pytest
 
@@ -16,22 +17,23 @@ FAKE_BIN = "/workspace/.fake-bin"
 
 
 @pytest.mark.parametrize(
-    ("adapter", "binary", "package"),
+    ("adapter", "described"),
     [
-        (ClaudeCodeAgent, "claude", "@anthropic-ai/claude-code"),
-        (CodexAgent, "codex", "@openai/codex"),
-        (OpenCodeAgent, "opencode", "opencode-ai"),
+        (ClaudeCodeAgent, "Claude Code 2.1.197"),
+        (CodexAgent, "Codex 0.171.0"),
+        (OpenCodeAgent, "OpenCode 1.18.33"),
     ],
 )
-def test_a_cli_that_is_not_installed_is_reported_with_the_package_to_add(
-    sandbox, adapter, binary, package
+def test_a_cli_the_platform_has_not_installed_is_reported_with_how_to_install_it(
+    sandbox, adapter, described
 ):
+    # This sandbox's backend has no agent CLIs directory at all.
     agent = adapter(env={"SOME_KEY": MODEL_KEY})
     with pytest.raises(AgentError) as raised:
         list(agent.run(make_turn(sandbox)))
     message = str(raised.value)
-    assert f"(no `{binary}` on PATH)" in message
-    assert f'add "npm install -g {package}" to `setup` in .inspect/environment.toml' in message
+    assert f"{described} is not installed on this platform" in message
+    assert "manage.py inspect doctor --install-agents" in message
 
 
 def install_fake_cli(sandbox, name: str, script: str) -> dict[str, str]:
@@ -91,16 +93,17 @@ def test_codex_reads_its_prompt_from_stdin_and_a_nonzero_exit_is_reported(sandbo
         {"text": "Request from Ada Engineer (engineer)://fix it|exec --json --skip-git-repo-check "
                  "--dangerously-bypass-approvals-and-sandbox -"}
     ]  # fmt: skip
-    assert of_kind(events, "error") == [{"message": "Codex exited with status 3"}]
-    assert events[-1].data == {"exit_code": 3, "failed": "Codex exited with status 3"}
+    assert of_kind(events, "error") == [{"message": "Codex 0.171.0 exited with status 3"}]
+    assert events[-1].data == {"exit_code": 3, "failed": "Codex 0.171.0 exited with status 3"}
 
 
 def test_a_cli_whose_output_no_longer_parses_fails_the_turn_naming_it_and_the_line(sandbox):
     """Canned-script parser edge case: a CLI version that prints something else."""
-    path = install_fake_cli(sandbox, "codex", 'echo "Codex 9 says hello"\necho "{}"\n')
+    install_fake_cli(sandbox, "codex", 'echo "Codex 9 says hello"\necho "{}"\n')
     agent = CodexAgent(env={"CODEX_API_KEY": MODEL_KEY})
     agent.version = "9.0.0"
-    events = list(agent.run(make_turn(sandbox, "fix it", env=path)))
+    turn = make_turn(sandbox, "fix it", options={"cli_binary": f"{FAKE_BIN}/codex"})
+    events = list(agent.run(turn))
     failed = events[-1].data["failed"]
     assert failed == (
         "Codex 9.0.0: its output no longer parses as this adapter expects; the first line "

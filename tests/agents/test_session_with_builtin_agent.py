@@ -118,13 +118,17 @@ def test_the_builtin_agent_without_a_key_is_refused_before_anything_is_queued(
     assert not Session.objects.exists()
 
 
-def test_choosing_a_cli_agent_that_the_sandbox_lacks_fails_the_turn_saying_what_to_install(
-    ready_repo, create_session, settings
+def test_choosing_a_cli_agent_the_platform_has_not_installed_fails_the_turn_saying_how(
+    ready_repo, create_session, settings, tmp_path, monkeypatch
 ):
+    from snapshots import backends
+
     settings.ANTHROPIC_API_KEY = MODEL_KEY
+    settings.AGENT_CLIS_DIR = tmp_path / "no-agent-clis"
+    monkeypatch.setattr(backends, "_backends", {})
     code, summary, _ = create_session("--prompt", "x", "--agent", "claude-code", "--inline")
     assert code == 1 and summary["state"] == "failed"
-    assert 'add "npm install -g @anthropic-ai/claude-code" to `setup`' in summary["error"]
+    assert "Claude Code 2.1.197 is not installed on this platform" in summary["error"]
 
 
 def test_the_builtin_agent_starts_during_the_drift_sync_and_edits_the_synced_workspace(
