@@ -71,6 +71,22 @@ def env_list(name: str, default: list[str]) -> list[str]:
     return [item.strip() for item in raw.split(",") if item.strip()]
 
 
+def env_pairs(name: str, keys: set[str]) -> dict[str, str]:
+    """``key=value`` entries separated by commas, each key one of `keys`; ValueError names the
+    entry that is wrong."""
+    out = {}
+    for entry in (e.strip() for e in env_str(name).split(",")):
+        if not entry:
+            continue
+        key, sep, value = (part.strip() for part in entry.partition("="))
+        if not sep or not value:
+            raise ValueError(f"{entry!r}: expected NAME=VALUE")
+        if key not in keys:
+            raise ValueError(f"{entry!r}: {key!r} is not one of {', '.join(sorted(keys))}")
+        out[key] = value
+    return out
+
+
 def env_origin(name: str) -> str:
     """An origin (`https://host[:port]`, nothing after it), normalised; "" when unset."""
     raw = env_str(name)

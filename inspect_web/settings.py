@@ -213,6 +213,12 @@ LLM_PROVIDER = env.env_choice("INSPECT_LLM_PROVIDER", ["auto", "openai", "anthro
 LLM_BASE_URL = env.env_str("INSPECT_LLM_BASE_URL", "https://api.openai.com/v1").rstrip("/")
 LLM_API_KEY = env.env_str("INSPECT_LLM_API_KEY")
 LLM_MODEL = env.env_str("INSPECT_LLM_MODEL")
+# Each CLI agent's model ("claude-code=claude-sonnet-4-5,codex=gpt-5-codex"); a session's
+# --model overrides it; a CLI with none uses its own default.
+try:
+    AGENT_MODELS = env.env_pairs("INSPECT_AGENT_MODELS", {"claude-code", "codex", "opencode"})
+except ValueError as exc:
+    raise env.ConfigError("INSPECT_AGENT_MODELS", str(exc)) from None
 ANTHROPIC_API_KEY = env.env_str("ANTHROPIC_API_KEY")
 ANTHROPIC_BASE_URL = env.env_str("ANTHROPIC_BASE_URL", "https://api.anthropic.com").rstrip("/")
 LLM_TIMEOUT = env.env_int("INSPECT_LLM_TIMEOUT", 120, minimum=5)

@@ -60,6 +60,8 @@ def get_runtime(
     from sessions.agents.redaction import RedactingRuntime
 
     validate_agent(name, command, model=model)
+    if name in settings.AGENT_MODELS:
+        model = model or settings.AGENT_MODELS[name]
     runtime: AgentRuntime
     if name == "command":
         from sessions.agents.command import CommandAgent

@@ -138,6 +138,8 @@ def test_manage_py_reports_a_bad_setting_in_one_line(tmp_path):
         ("INSPECT_EGRESS_DENY", "203.0.113.0/24,nonsense", "'nonsense' is not an address"),
         ("INSPECT_EGRESS_HOSTS", "models.internal=10.8.0.x", "'10.8.0.x' is not an IP address"),
         ("INSPECT_EGRESS_HOSTS", "10.8.0.5", "expected host.name=ADDRESS"),
+        ("INSPECT_AGENT_MODELS", "claude-code", "expected NAME=VALUE"),
+        ("INSPECT_AGENT_MODELS", "gemini=flash", "'gemini' is not one of claude-code, codex"),
     ],
 )
 def test_a_bad_egress_entry_stops_start_up_naming_the_variable(tmp_path, variable, value, fragment):
