@@ -243,3 +243,38 @@ def test_a_stopped_turn_leaves_every_tool_call_answered(standin, sandbox, api):
     roles = [m["role"] for m in conversation.messages]
     assert roles[:4] == ["user", "assistant", "tool", "assistant"]
     assert conversation.messages[2]["is_error"] is True
+
+
+def test_a_single_turn_that_outgrows_the_context_summarises_its_older_steps(fake_model, sandbox):
+    """Within one turn, the older steps are summarised (a tool call always with its result);
+    the prompt and the newest step stay verbatim."""
+    from tests.agents.conftest import chat_message, chat_tool_calls, openai_agent
+
+    fake_model.push(
+        chat_tool_calls(("run_command", {"command": "seq 1 3000"})),  # ~14,000 characters
+        chat_tool_calls(("read_file", {"path": "README.md"})),
+        chat_message("Summary: listed numbers, read the README."),  # the summary request
+        chat_message("done"),
+    )
+    conversation = Conversation()
+    events = run(
+        openai_agent(fake_model, context_tokens=4000),
+        turn_of(sandbox, "count, then read the readme", GRACE, conversation),
+    )
+    assert events[-1].data["reason"] == "answered"
+    summary_request, last = fake_model.requests[2:]
+    assert "tools" not in summary_request.body
+    asked = summary_request.body["messages"][-1]["content"]
+    assert 'AGENT CALLED run_command: {"command": "seq 1 3000"}' in asked
+    assert "RESULT of run_command: the command exited with status 0\n1\n2\n" in asked
+    assert "2999" not in asked  # a long result is cut short for the summary
+    assert "USER:" not in asked  # the prompt itself is kept, not summarised
+    sent = json.dumps(last.body)
+    assert SUMMARY_HEADER in sent and "Summary: listed numbers" in sent
+    assert "2999" not in sent and "count, then read the readme" in sent
+    assert "# widgets" in sent  # the newest step, verbatim
+    assert [m["role"] for m in conversation.messages] == [
+        "user", "assistant", "tool", "assistant",
+    ]  # fmt: skip
+    assert conversation.summary == "Summary: listed numbers, read the README."
+    assert of_kind(events, "notice")[0]["compacted"] == 2
