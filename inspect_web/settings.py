@@ -223,6 +223,8 @@ ANTHROPIC_API_KEY = env.env_str("ANTHROPIC_API_KEY")
 ANTHROPIC_BASE_URL = env.env_str("ANTHROPIC_BASE_URL", "https://api.anthropic.com").rstrip("/")
 LLM_TIMEOUT = env.env_int("INSPECT_LLM_TIMEOUT", 120, minimum=5)
 LLM_RETRIES = env.env_int("INSPECT_LLM_RETRIES", 4, minimum=0, maximum=10)
+# The built-in agent's model's context window: its conversation is summarised when near it.
+LLM_CONTEXT_TOKENS = env.env_int("INSPECT_LLM_CONTEXT_TOKENS", 128_000, minimum=1000)
 try:
     from sessions.agents.pricing import parse_prices
 

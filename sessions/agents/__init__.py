@@ -77,6 +77,7 @@ def get_runtime(
             malformed_limit=settings.AGENT_MALFORMED_RETRIES,
             command_timeout=settings.AGENT_COMMAND_TIMEOUT,
             prices=settings.LLM_PRICES,
+            context_tokens=settings.LLM_CONTEXT_TOKENS,
         )
     elif name == "claude-code":
         from sessions.agents.claude_code import ClaudeCodeAgent

@@ -4,10 +4,18 @@ The model key lives in the client on the worker; tools reach the sandbox only th
 and nothing of the key is passed to an exec. Per-turn limits (steps, tokens, cost, wall time)
 end the turn with an error event; the work done so far stays in the workspace and is diffed
 and verified like any other turn.
+
+A session is one conversation: the transcript (user prompts with their authors, the agent's
+replies, tool calls and results) lives in `turn.conversation.messages`, which the runner keeps
+between turns, and every request sends it before the new prompt. When it nears the model's
+context (`context_tokens`), the turns before the current one (and, if that is not enough, the
+current turn's older steps) are replaced by a summary the model writes, sent first from then on.
+A model API failure ends the turn `failed` with the API's own words; the work is kept.
 """
 
 from __future__ import annotations
 
+import base64
 import json
 import random
 import threading
@@ -16,8 +24,9 @@ from collections.abc import Callable, Generator, Iterator, Mapping
 from typing import Any, TypeVar
 
 from sessions.agents import pricing
-from sessions.agents.base import AgentError, AgentEvent, AgentRuntime, Turn
-from sessions.agents.llm import Entry, ModelClient, ModelError, ModelReply, ToolCall
+from sessions.agents.base import AgentEvent, AgentRuntime, Conversation, Turn
+from sessions.agents.llm import Entry, ModelClient, ModelError, ModelReply, ToolCall, user_text
+from sessions.agents.redaction import Redactor
 from sessions.agents.tools import Stopped, Toolbox, ToolInputError, ToolOutcome
 
 T = TypeVar("T")
@@ -39,6 +48,21 @@ and runs the repository's verify commands after your turn.
 
 BACKOFF_CAP_SECONDS = 30.0
 
+SUMMARY_SYSTEM = """\
+You summarise a coding agent's conversation so that the agent can continue the work from your \
+summary alone. Keep: the task and every request made (with who asked), the decisions taken and \
+why, every file created, changed or deleted, the commands that matter and their outcome, and \
+the open problems and next steps. Be concise and factual; no preamble.
+"""
+SUMMARY_HEADER = "Summary of the earlier conversation in this session (it replaces those turns):"
+# Compaction starts when a request would fill this share of the context; the current turn's
+# newest steps kept verbatim may fill at most KEEP_SHARE of it.
+COMPACT_SHARE = 0.75
+KEEP_SHARE = 0.3
+CHARS_PER_TOKEN = 4
+IMAGE_TOKENS = 1600  # about what one image costs a provider (Anthropic: ~1.15 MP / 750)
+TOOL_RESULT_CHARS_IN_SUMMARY = 2000
+
 
 class BuiltinAgent(AgentRuntime):
     """`client`: the model API. `retries`: extra attempts for 429/5xx/timeouts, with
@@ -58,6 +82,7 @@ class BuiltinAgent(AgentRuntime):
         malformed_limit: int = 3,
         command_timeout: float = 600.0,
         prices: Mapping[str, tuple[float, float]] | None = None,
+        context_tokens: int = 128_000,
     ) -> None:
         self.client = client
         self.model = client.model
@@ -67,8 +92,13 @@ class BuiltinAgent(AgentRuntime):
         self.malformed_limit = malformed_limit
         self.command_timeout = command_timeout
         self.prices = dict(prices or {})
+        self.context_tokens = context_tokens
+        # What is stored of the conversation never holds the model key.
+        self._redact = Redactor(client.secrets())
         self._stopped = threading.Event()
         self._toolbox: Toolbox | None = None
+        # (input tokens the API reported for the last request, the transcript's length then)
+        self._reported = (0, 0)
 
     def stop(self) -> None:
         self._stopped.set()
@@ -93,11 +123,25 @@ class BuiltinAgent(AgentRuntime):
         if self._stopped.is_set():
             toolbox.kill()
         system = system_prompt(turn)
-        transcript: list[Entry] = [{"role": "user", "text": turn.prompt}]
+        conversation = turn.conversation
+        # The session's transcript, continued in place: whatever way the turn ends, the runner
+        # stores what was said so far.
+        transcript = conversation.messages
+        close_transcript(transcript, "The previous turn ended before I finished it.")
+        prompt_entry = self._keep(transcript, user_entry(turn))
+        images = [
+            {
+                "name": image.name,
+                "media_type": image.media_type,
+                "data": base64.b64encode(image.data).decode(),
+            }
+            for image in turn.images
+        ]
         totals = {"input_tokens": 0, "output_tokens": 0, "cost_usd": 0.0, "priced": True}
         steps = malformed_streak = 0
 
-        def done(reason: str, **extra: Any) -> AgentEvent:
+        def done(reason: str, note: str = "", **extra: Any) -> AgentEvent:
+            close_transcript(transcript, note)
             return AgentEvent(
                 "done",
                 {
@@ -110,27 +154,44 @@ class BuiltinAgent(AgentRuntime):
                 },
             )
 
+        def wire() -> list[Entry]:
+            """What the model is sent: the summary first, then the transcript with this
+            turn's images attached to its prompt."""
+            sent: list[Entry] = []
+            if conversation.summary:
+                sent.append({"role": "user", "text": f"{SUMMARY_HEADER}\n\n{conversation.summary}"})
+            for entry in transcript:
+                if entry is prompt_entry and images:
+                    entry = {**entry, "images": images}
+                sent.append(entry)
+            return sent
+
+        stopped_note = "(The turn was stopped before I finished.)"
         try:
             while True:
                 if self._stopped.is_set():
-                    yield done("stopped", stopped=True)
+                    yield done("stopped", stopped_note, stopped=True)
                     return
                 limit = _limit_reached(turn, steps, totals, deadline)
                 if limit:
                     yield AgentEvent("error", {"message": limit[1], "limit": limit[0]})
-                    yield done("limit", limit=limit[0])
+                    yield done("limit", f"(The turn ended: {limit[1]}.)", limit=limit[0])
                     return
                 steps += 1
                 try:
-                    reply = yield from self._ask(system, transcript, toolbox, deadline)
+                    if self._near_context(system, conversation, toolbox, len(images)):
+                        yield from self._compact(
+                            conversation, prompt_entry, system, toolbox, len(images), deadline,
+                            totals, steps,
+                        )  # fmt: skip
+                    reply = yield from self._ask(system, wire(), toolbox.specs(), deadline)
                 except ModelError as exc:
-                    if not toolbox.touched:
-                        # Nothing changed yet: a misconfiguration (bad key, unknown model)
-                        # fails the turn with the API's own words.
-                        raise AgentError(str(exc)) from None
-                    yield AgentEvent("error", {"message": str(exc), "status": exc.status})
-                    yield done("model_error")
+                    # The API's own words fail the turn; whatever it changed so far is kept.
+                    message = str(exc)
+                    yield AgentEvent("error", {"message": message, "status": exc.status})
+                    yield done("model_error", f"(The turn failed: {message})", failed=message)
                     return
+                self._reported = (reply.input_tokens, len(transcript))
                 yield self._usage(reply, totals, steps)
                 if reply.reasoning:
                     yield AgentEvent("reasoning", {"text": reply.reasoning})
@@ -138,6 +199,7 @@ class BuiltinAgent(AgentRuntime):
                     yield AgentEvent("message", {"text": reply.text})
                 if not reply.tool_calls:
                     if reply.text:  # a plain answer ends the turn
+                        self._keep(transcript, {"role": "assistant", "text": reply.text})
                         yield done("answered")
                         return
                     malformed_streak += 1
@@ -147,24 +209,33 @@ class BuiltinAgent(AgentRuntime):
                     )
                     if malformed_streak > self.malformed_limit:
                         yield from self._give_up(malformed_streak)
-                        yield done("malformed")
+                        yield done("malformed", "(The turn ended after malformed replies.)")
                         return
-                    transcript.append(
+                    self._keep(
+                        transcript,
                         {
                             "role": "user",
                             "text": "Your last reply was empty. Call a tool, or call finish "
                             "with a summary if the work is done.",
-                        }
+                        },
                     )
                     continue
-                transcript.append(
-                    {"role": "assistant", "text": reply.text, "tool_calls": reply.tool_calls}
+                self._keep(
+                    transcript,
+                    {
+                        "role": "assistant",
+                        "text": reply.text,
+                        "tool_calls": [
+                            {"id": c.id, "name": c.name, "arguments": c.arguments}
+                            for c in reply.tool_calls
+                        ],
+                    },
                 )
                 bad_calls = 0
                 finished: str | None = None
                 for call in reply.tool_calls:
                     result, answer = yield from self._call_tool(toolbox, call)
-                    transcript.append(answer)  # every call gets an answer, even a bad one
+                    self._keep(transcript, answer)  # every call gets an answer, even a bad one
                     if result is None:
                         bad_calls += 1
                     elif result.finished:
@@ -172,17 +243,99 @@ class BuiltinAgent(AgentRuntime):
                 if finished is not None:
                     if finished and finished != reply.text:
                         yield AgentEvent("message", {"text": finished, "final": True})
-                    yield done("finished")
+                    yield done("finished", finished or "Finished.")
                     return
                 malformed_streak = malformed_streak + 1 if bad_calls else 0
                 if malformed_streak > self.malformed_limit:
                     yield from self._give_up(malformed_streak)
-                    yield done("malformed")
+                    yield done("malformed", "(The turn ended after malformed replies.)")
                     return
         except Stopped:
-            yield done("stopped", stopped=True)
+            yield done("stopped", stopped_note, stopped=True)
         finally:
             self._toolbox = None
+
+    def _keep(self, transcript: list[Entry], entry: Entry) -> Entry:
+        """Append `entry` to the transcript, redacted (it is stored); returns what was kept."""
+        kept = self._redact(entry) if self._redact.forms else entry
+        transcript.append(kept)
+        return kept
+
+    # -- compaction ---------------------------------------------------------------------------
+    def _estimate(
+        self, system: str, conversation: Conversation, toolbox: Toolbox, images: int
+    ) -> int:
+        """The next request's size in tokens: characters / 4, or what the API reported for
+        the last request plus what was added since, whichever is larger."""
+        transcript = conversation.messages
+        fixed = len(system) + len(json.dumps(toolbox.specs())) + len(conversation.summary)
+        sizes = [len(json.dumps(e)) for e in transcript]
+        estimate = (fixed + sum(sizes)) // CHARS_PER_TOKEN + images * IMAGE_TOKENS
+        reported, upto = self._reported
+        if reported and upto <= len(transcript):
+            estimate = max(estimate, reported + sum(sizes[upto:]) // CHARS_PER_TOKEN)
+        return estimate
+
+    def _near_context(
+        self, system: str, conversation: Conversation, toolbox: Toolbox, images: int
+    ) -> bool:
+        used = self._estimate(system, conversation, toolbox, images)
+        return used >= self.context_tokens * COMPACT_SHARE
+
+    def _compact(
+        self,
+        conversation: Conversation,
+        prompt_entry: Entry,
+        system: str,
+        toolbox: Toolbox,
+        images: int,
+        deadline: float,
+        totals: dict[str, Any],
+        step: int,
+    ) -> Generator[AgentEvent, None, None]:
+        """Replace the earlier turns (and, if the current turn alone is too large, its older
+        steps) with a summary the model writes; the current prompt and the newest steps stay."""
+        transcript = conversation.messages
+        before = self._estimate(system, conversation, toolbox, images)
+        at = next(i for i, e in enumerate(transcript) if e is prompt_entry)
+        dropped, kept = transcript[:at], transcript[at:]
+        current = kept[1:]
+        kept_chars = sum(len(json.dumps(e)) for e in kept)
+        budget = self.context_tokens * KEEP_SHARE * CHARS_PER_TOKEN
+        if kept_chars > budget:
+            # The current turn's older steps go too; a cut falls before an assistant entry so
+            # that each tool call keeps its result. The newest step always stays.
+            starts = [i for i, e in enumerate(current) if e["role"] == "assistant"]
+            cut = starts[-1] if starts else 0
+            for i in starts:
+                if sum(len(json.dumps(e)) for e in current[i:]) <= budget:
+                    cut = i
+                    break
+            dropped, kept = dropped + current[:cut], [prompt_entry, *current[cut:]]
+        if not dropped:
+            return  # nothing older to summarise; the request goes as it is
+        request = summary_request(
+            conversation.summary, dropped, self.context_tokens * CHARS_PER_TOKEN // 2
+        )
+        reply = yield from self._ask(SUMMARY_SYSTEM, [request], [], deadline)
+        yield self._usage(reply, totals, step, purpose="compaction")
+        summary = reply.text.strip() or (
+            (conversation.summary + "\n\n" if conversation.summary else "")
+            + f"({len(dropped)} earlier messages were dropped; the model wrote no summary.)"
+        )
+        conversation.summary = self._redact(summary) if self._redact.forms else summary
+        transcript[:] = kept
+        self._reported = (0, 0)
+        after = self._estimate(system, conversation, toolbox, images)
+        yield AgentEvent(
+            "notice",
+            {
+                "text": f"the conversation neared the model's context (about {before:,} of "
+                f"{self.context_tokens:,} tokens): {len(dropped)} earlier messages were "
+                f"summarised (about {after:,} tokens now)",
+                "compacted": len(dropped),
+            },
+        )
 
     def _give_up(self, streak: int) -> Iterator[AgentEvent]:
         yield AgentEvent(
@@ -261,7 +414,11 @@ class BuiltinAgent(AgentRuntime):
 
     # -- the model --------------------------------------------------------------------------
     def _ask(
-        self, system: str, transcript: list[Entry], toolbox: Toolbox, deadline: float
+        self,
+        system: str,
+        transcript: list[Entry],
+        tools: list[dict[str, Any]],
+        deadline: float,
     ) -> Generator[AgentEvent, None, ModelReply]:
         """One model reply, retrying transient failures with backoff; raises ModelError when
         they persist (or at once for a permanent one) and Stopped when the turn is stopped."""
@@ -270,9 +427,7 @@ class BuiltinAgent(AgentRuntime):
             timeout = max(1.0, min(self.request_timeout, deadline - time.monotonic()))
             try:
                 return self._interruptible(
-                    lambda t=timeout: self.client.send(
-                        system, transcript, toolbox.specs(), timeout=t
-                    )
+                    lambda t=timeout: self.client.send(system, transcript, tools, timeout=t)
                 )
             except ModelError as exc:
                 if not exc.retryable or attempt >= self.retries:
@@ -319,7 +474,9 @@ class BuiltinAgent(AgentRuntime):
             raise box["error"]
         return box["value"]
 
-    def _usage(self, reply: ModelReply, totals: dict[str, Any], step: int) -> AgentEvent:
+    def _usage(
+        self, reply: ModelReply, totals: dict[str, Any], step: int, **extra: Any
+    ) -> AgentEvent:
         model = reply.model or self.model
         cost = pricing.cost_usd(model, reply.input_tokens, reply.output_tokens, self.prices)
         totals["input_tokens"] += reply.input_tokens
@@ -340,14 +497,90 @@ class BuiltinAgent(AgentRuntime):
                 "turn_input_tokens": totals["input_tokens"],
                 "turn_output_tokens": totals["output_tokens"],
                 "turn_cost_usd": round(totals["cost_usd"], 6) if totals["priced"] else None,
+                **extra,
             },
         )
+
+
+def user_entry(turn: Turn) -> Entry:
+    """The transcript entry of a turn's prompt: who asked, and placeholders for its images
+    (their bytes are sent with this turn's requests only, never stored)."""
+    entry: Entry = {
+        "role": "user",
+        "text": turn.prompt,
+        "author": {"username": turn.author.username, "name": turn.author.name},
+    }
+    if turn.images:
+        entry["images"] = [{"name": i.name, "media_type": i.media_type} for i in turn.images]
+    return entry
+
+
+def close_transcript(transcript: list[Entry], note: str) -> None:
+    """Leave the transcript as the next request needs it: every tool call answered, and the
+    turn closed by an assistant entry (`note` says how it ended) so that the next prompt
+    follows the agent's last word."""
+    last = next(
+        (i for i in range(len(transcript) - 1, -1, -1) if transcript[i]["role"] == "assistant"),
+        None,
+    )
+    if last is not None and transcript[last].get("tool_calls"):
+        answered = {e.get("call_id") for e in transcript[last + 1 :] if e["role"] == "tool"}
+        for call in transcript[last]["tool_calls"]:
+            if call["id"] not in answered:
+                transcript.append(
+                    {
+                        "role": "tool",
+                        "call_id": call["id"],
+                        "name": call["name"],
+                        "content": "error: not run; the turn ended before this call ran",
+                        "is_error": True,
+                    }
+                )
+    if not transcript:
+        return
+    end = transcript[-1]
+    if end["role"] != "assistant" or end.get("tool_calls"):
+        transcript.append({"role": "assistant", "text": note or "(The turn ended.)"})
+
+
+def summary_request(summary: str, entries: list[Entry], max_chars: int) -> Entry:
+    """One user message asking for a summary of `entries` (and the summary before them),
+    rendered as plain text so that the request needs no tools."""
+    lines = []
+    for entry in entries:
+        if entry["role"] == "user":
+            lines.append("USER: " + user_text(entry))
+        elif entry["role"] == "assistant":
+            if entry.get("text"):
+                lines.append("AGENT: " + entry["text"])
+            for call in entry.get("tool_calls") or []:
+                lines.append(f"AGENT CALLED {call['name']}: {call['arguments']}")
+        else:
+            content = entry.get("content") or ""
+            if len(content) > TOOL_RESULT_CHARS_IN_SUMMARY:
+                content = content[:TOOL_RESULT_CHARS_IN_SUMMARY] + " […]"
+            status = "FAILED" if entry.get("is_error") else "RESULT"
+            lines.append(f"{status} of {entry.get('name')}: {content}")
+    text = "\n".join(lines)
+    if len(text) > max_chars:  # the task (first) and the newest work (last) matter most
+        head = max_chars // 4
+        tail = max_chars - head
+        omitted = len(text) - head - tail
+        text = text[:head] + f"\n[… {omitted:,} characters omitted …]\n" + text[-tail:]
+    earlier = f"The summary of what came before:\n{summary}\n\n" if summary else ""
+    return {
+        "role": "user",
+        "text": f"{earlier}The conversation to summarise:\n\n{text}\n\nWrite the summary "
+        "now: the task, decisions, files touched and open problems.",
+    }
 
 
 def system_prompt(turn: Turn) -> str:
     """The agent's instructions plus the repository's own (AGENTS.md / CLAUDE.md)."""
     text = (
-        SYSTEM_PROMPT + f"\nThe request comes from {turn.author.name} ({turn.author.username}).\n"
+        SYSTEM_PROMPT
+        + "\nThis is a session several people may continue: each request names who asked, and "
+        + f"the newest one comes from {turn.author.name} ({turn.author.username}).\n"
     )
     if turn.children is not None:
         text += (

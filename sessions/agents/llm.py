@@ -23,10 +23,15 @@ from abc import ABC, abstractmethod
 from dataclasses import dataclass, field
 from typing import Any
 
-# A transcript entry is one of:
-#   {"role": "user", "text": str}
-#   {"role": "assistant", "text": str, "tool_calls": [ToolCall, ...]}
+from sessions.agents.base import Author, attributed
+
+# A transcript entry is a JSON-able dict, one of:
+#   {"role": "user", "text": str, "author": {"username": str, "name": str},   (author optional)
+#    "images": [{"name": str, "media_type": str, "data": base64 str}, ...]}   (images optional)
+#   {"role": "assistant", "text": str, "tool_calls": [{"id", "name", "arguments"}, ...]}
 #   {"role": "tool", "call_id": str, "name": str, "content": str, "is_error": bool}
+# A user entry's author is rendered with base.attributed; an image without "data" (a stored
+# transcript keeps placeholders, not bytes) is rendered as a line of text saying it was there.
 Entry = dict[str, Any]
 
 RETRYABLE_STATUS = {408, 409, 425, 429, 500, 502, 503, 504, 529}
@@ -151,6 +156,39 @@ def _int(value: Any) -> int:
         return 0
 
 
+def user_text(entry: Entry) -> str:
+    """A user entry's text as the model is given it: who asked (when known) and a line for
+    each image that is no longer sent (an earlier turn's)."""
+    text = entry.get("text") or ""
+    author = entry.get("author")
+    if isinstance(author, dict) and (author.get("name") or author.get("username")):
+        name, username = str(author.get("name") or ""), str(author.get("username") or "")
+        text = attributed(text, Author(username=username, name=name or username, email=""))
+    for image in entry.get("images") or []:
+        if not image.get("data"):
+            text += (
+                f"\n[image {image.get('name')} ({image.get('media_type')}) was attached here; "
+                "it is not sent again]"
+            )
+    return text
+
+
+def sent_images(entry: Entry) -> list[dict[str, Any]]:
+    """The images of a user entry whose bytes are sent (the current turn's)."""
+    return [i for i in entry.get("images") or [] if i.get("data")]
+
+
+def call_fields(call: Any) -> tuple[str, str, str]:
+    """(id, name, arguments) of a stored tool call (a dict) or a ToolCall."""
+    if isinstance(call, dict):
+        return (
+            str(call.get("id") or ""),
+            str(call.get("name") or ""),
+            str(call.get("arguments") or ""),
+        )
+    return call.id, call.name, call.arguments
+
+
 class OpenAIChat(ModelClient):
     """An OpenAI-compatible Chat Completions endpoint; the key is optional (local servers)."""
 
@@ -167,10 +205,12 @@ class OpenAIChat(ModelClient):
     def send(
         self, system: str, transcript: list[Entry], tools: list[dict[str, Any]], *, timeout: float
     ) -> ModelReply:
-        body = {
+        body: dict[str, Any] = {
             "model": self.model,
             "messages": [{"role": "system", "content": system}, *map(_openai_message, transcript)],
-            "tools": [
+        }
+        if tools:  # the API refuses an empty list (a summary request offers none)
+            body["tools"] = [
                 {
                     "type": "function",
                     "function": {
@@ -180,8 +220,7 @@ class OpenAIChat(ModelClient):
                     },
                 }
                 for t in tools
-            ],
-        }
+            ]
         headers = {"authorization": f"Bearer {self.api_key}"} if self.api_key else {}
         data = self._post(f"{self.base_url}/chat/completions", body, headers, timeout)
         return _openai_reply(data, self.model)
@@ -189,15 +228,28 @@ class OpenAIChat(ModelClient):
 
 def _openai_message(entry: Entry) -> dict[str, Any]:
     if entry["role"] == "user":
-        return {"role": "user", "content": entry["text"]}
+        images = sent_images(entry)
+        if not images:
+            return {"role": "user", "content": user_text(entry)}
+        parts: list[dict[str, Any]] = [{"type": "text", "text": user_text(entry)}]
+        parts += [
+            {
+                "type": "image_url",
+                "image_url": {"url": f"data:{i['media_type']};base64,{i['data']}"},
+            }
+            for i in images
+        ]
+        return {"role": "user", "content": parts}
     if entry["role"] == "tool":
         return {"role": "tool", "tool_call_id": entry["call_id"], "content": entry["content"]}
     message: dict[str, Any] = {"role": "assistant", "content": entry.get("text") or None}
     if entry.get("tool_calls"):
-        message["tool_calls"] = [
-            {"id": c.id, "type": "function", "function": {"name": c.name, "arguments": c.arguments}}
-            for c in entry["tool_calls"]
-        ]
+        message["tool_calls"] = []
+        for call in entry["tool_calls"]:
+            id_, name, arguments = call_fields(call)
+            message["tool_calls"].append(
+                {"id": id_, "type": "function", "function": {"name": name, "arguments": arguments}}
+            )
     return message
 
 
@@ -254,20 +306,21 @@ class AnthropicMessages(ModelClient):
     def send(
         self, system: str, transcript: list[Entry], tools: list[dict[str, Any]], *, timeout: float
     ) -> ModelReply:
-        body = {
+        body: dict[str, Any] = {
             "model": self.model,
             "max_tokens": self.max_tokens,
             "system": system,
             "messages": _anthropic_messages(transcript),
-            "tools": [
+        }
+        if tools:
+            body["tools"] = [
                 {
                     "name": t["name"],
                     "description": t["description"],
                     "input_schema": t["parameters"],
                 }
                 for t in tools
-            ],
-        }
+            ]
         headers = {"x-api-key": self.api_key, "anthropic-version": ANTHROPIC_VERSION}
         data = self._post(f"{self.base_url}/v1/messages", body, headers, timeout)
         return _anthropic_reply(data, self.model)
@@ -282,30 +335,40 @@ def _anthropic_messages(transcript: list[Entry]) -> list[dict[str, Any]]:
             if entry.get("text"):
                 blocks.append({"type": "text", "text": entry["text"]})
             for call in entry.get("tool_calls") or []:
+                id_, name, raw = call_fields(call)
                 try:
-                    arguments = json.loads(call.arguments) if call.arguments else {}
+                    arguments = json.loads(raw) if raw else {}
                 except ValueError:
                     arguments = {}
-                blocks.append(
-                    {"type": "tool_use", "id": call.id, "name": call.name, "input": arguments}
-                )
+                if not isinstance(arguments, dict):
+                    arguments = {}
+                blocks.append({"type": "tool_use", "id": id_, "name": name, "input": arguments})
             messages.append(
                 {"role": "assistant", "content": blocks or [{"type": "text", "text": "…"}]}
             )
             continue
         if entry["role"] == "tool":
-            block = {
-                "type": "tool_result",
-                "tool_use_id": entry["call_id"],
-                "content": entry["content"],
-                "is_error": bool(entry.get("is_error")),
-            }
+            blocks = [
+                {
+                    "type": "tool_result",
+                    "tool_use_id": entry["call_id"],
+                    "content": entry["content"],
+                    "is_error": bool(entry.get("is_error")),
+                }
+            ]
         else:
-            block = {"type": "text", "text": entry["text"]}
+            blocks = [{"type": "text", "text": user_text(entry)}]
+            blocks += [
+                {
+                    "type": "image",
+                    "source": {"type": "base64", "media_type": i["media_type"], "data": i["data"]},
+                }
+                for i in sent_images(entry)
+            ]
         if messages and messages[-1]["role"] == "user":
-            messages[-1]["content"].append(block)
+            messages[-1]["content"].extend(blocks)
         else:
-            messages.append({"role": "user", "content": [block]})
+            messages.append({"role": "user", "content": blocks})
     return messages
 
 

@@ -104,6 +104,19 @@ class RedactingRuntime(AgentRuntime):
                 yield AgentEvent(event.kind, self.redactor(event.data))
         except AgentError as exc:
             raise AgentError(self.redactor(str(exc))) from None
+        finally:
+            self._redact_conversation(turn)
+
+    def _redact_conversation(self, turn: Turn) -> None:
+        """The conversation the runner stores after the turn holds no key either (a runtime
+        may have written a tool's output or the model's words into it). Done once the turn
+        has ended: the entries are replaced by redacted copies."""
+        conversation = getattr(turn, "conversation", None)
+        if conversation is None or not self.redactor.forms:
+            return
+        conversation.messages[:] = self.redactor(conversation.messages)
+        conversation.summary = self.redactor(conversation.summary)
+        conversation.resume_id = self.redactor(conversation.resume_id)
 
     def stop(self) -> None:
         self.inner.stop()

@@ -215,7 +215,8 @@ def sandbox(tmp_path):
 def make_turn(sandbox, prompt: str = "make greet say Hello", **kwargs) -> Turn:
     kwargs.setdefault("instructions", WORKSPACE_FILES["AGENTS.md"])
     kwargs.setdefault("limits", TurnLimits())
-    return Turn(sandbox=sandbox, prompt=prompt, author=AUTHOR, **kwargs)
+    kwargs.setdefault("author", AUTHOR)
+    return Turn(sandbox=sandbox, prompt=prompt, **kwargs)
 
 
 def openai_agent(fake: FakeModelAPI, model: str = "gpt-4.1", **kwargs) -> BuiltinAgent:

@@ -34,7 +34,15 @@ def test_a_turn_over_the_messages_api_edits_files_and_records_usage(fake_model, 
     assert body["model"] == "claude-sonnet-4-5-20250929" and body["max_tokens"] > 0
     assert "Run `sh check.sh` before finishing." in body["system"]
     assert body["messages"] == [
-        {"role": "user", "content": [{"type": "text", "text": "make greet say Hello"}]}
+        {
+            "role": "user",
+            "content": [
+                {
+                    "type": "text",
+                    "text": "Request from Ada Engineer (engineer):\n\nmake greet say Hello",
+                }
+            ],
+        }
     ]
     assert {t["name"] for t in body["tools"]} >= {"read_file", "edit_file", "finish"}
     assert all("input_schema" in t for t in body["tools"])
@@ -57,18 +65,13 @@ def test_a_turn_over_the_messages_api_edits_files_and_records_usage(fake_model, 
     assert usage[1]["turn_input_tokens"] == 2900
 
 
-def test_an_anthropic_error_is_shown_verbatim(fake_model, sandbox):
-    import pytest
-
-    from sessions.agents.base import AgentError
-
+def test_an_anthropic_error_fails_the_turn_verbatim(fake_model, sandbox):
     body = {"type": "error", "error": {"type": "not_found_error", "message": "model: claude-x"}}
     fake_model.push(Reply(body, 404))
-    with pytest.raises(AgentError) as raised:
-        run(anthropic_agent(fake_model), make_turn(sandbox))
-    assert (
-        str(raised.value) == f"the model API at {fake_model.url} answered HTTP 404: model: claude-x"
-    )
+    events = run(anthropic_agent(fake_model), make_turn(sandbox))
+    message = f"the model API at {fake_model.url} answered HTTP 404: model: claude-x"
+    assert events[-1].data["failed"] == message
+    assert of_kind(events, "error") == [{"message": message, "status": 404}]
 
 
 def test_overloaded_529_is_retried(fake_model, sandbox):

@@ -72,7 +72,10 @@ def test_the_model_gets_the_tools_the_instructions_and_every_tool_result(fake_mo
     assert first.body["model"] == "gpt-4.1"
     system, user = first.body["messages"]
     assert system["role"] == "system" and WORKSPACE_FILES["AGENTS.md"].strip() in system["content"]
-    assert user == {"role": "user", "content": "look at the README"}
+    assert user == {
+        "role": "user",
+        "content": "Request from Ada Engineer (engineer):\n\nlook at the README",
+    }
     names = [t["function"]["name"] for t in first.body["tools"]]
     assert names == [
         "list_files", "read_file", "search", "write_file", "edit_file", "run_command", "finish",

@@ -1,0 +1,116 @@
+"""A three-turn session with the built-in agent, through the real runner, a real sandbox and the
+stand-in model over HTTP: Grace asks for a file, Alan follows up twice referring only to the
+earlier turns ("the file you created", "what you just did"). The conversation the runner keeps
+between turns is what makes the follow-ups work."""
+
+from __future__ import annotations
+
+import json
+
+import pytest
+from django.contrib.auth import get_user_model
+
+from sessions.models import AgentConversation, Event
+from snapshots.models import Membership, Role
+from tests.standin_model import StandinModel
+
+pytestmark = pytest.mark.django_db
+
+KEY = "sk-standin-session-conversation"
+
+
+@pytest.fixture
+def standin():
+    with StandinModel(key=KEY) as server:
+        yield server
+
+
+@pytest.fixture(params=["openai", "anthropic"])
+def provider(request, settings, standin):
+    settings.LLM_PROVIDER = request.param
+    settings.LLM_RETRIES = 0
+    if request.param == "openai":
+        settings.LLM_BASE_URL = standin.openai_url
+        settings.LLM_API_KEY = KEY
+        settings.LLM_MODEL = "gpt-4.1"
+    else:
+        settings.ANTHROPIC_BASE_URL = standin.url
+        settings.ANTHROPIC_API_KEY = KEY
+        settings.LLM_MODEL = "claude-sonnet-4-5"
+    return request.param
+
+
+def engineer(team, username: str, first: str, last: str):
+    user = get_user_model().objects.create_user(
+        username, password="correct horse battery staple", first_name=first, last_name=last
+    )
+    Membership.objects.create(user=user, repository=team.repository, role=Role.ENGINEER)
+    return user
+
+
+def test_a_second_user_follows_up_on_the_earlier_turns_and_undoes_the_last_one(
+    ready_repo, team, inspect_cli, standin, provider
+):
+    engineer(team, "grace", "Grace", "Hopper")
+    engineer(team, "alan", "Alan", "Turing")
+
+    def say(*args: str) -> dict:
+        code, out, err = inspect_cli(*args, "--inline", "--json")
+        assert code == 0, err
+        summary = json.loads(out.strip().splitlines()[-1])
+        assert summary["state"] == "idle", summary
+        return summary
+
+    summary = say(
+        "session", "create", "widgets", "--agent", "builtin", "--as", "grace",
+        "--prompt", "create notes.txt with hello",
+    )  # fmt: skip
+    session_id = summary["id"]
+    turn1 = standin.model_requests()
+    standin.clear()
+    say("session", "prompt", str(session_id), "also append world to the file you created",
+        "--as", "alan")  # fmt: skip
+    turn2 = standin.model_requests()
+    standin.clear()
+    say("session", "prompt", str(session_id), "undo what you just did", "--as", "alan")
+    turn3 = standin.model_requests()
+
+    # What the model was asked to run, turn by turn: each follow-up needed the earlier turns.
+    commands = [r.reply.get("command") for r in (*turn1, *turn2, *turn3) if r.reply.get("command")]
+    assert commands == [
+        "printf '%s\\n' 'hello' > notes.txt",
+        "printf '%s\\n' 'world' >> notes.txt",
+        "sed -i '$d' notes.txt",
+    ]
+    # The requests held the earlier turns, with who asked each.
+    second = turn2[0].text()
+    assert "Request from Grace Hopper (grace):\\n\\ncreate notes.txt with hello" in second
+    assert "Request from Alan Turing (alan):\\n\\nalso append world" in second
+    third = turn3[0].text()
+    assert "'world' >> notes.txt" in third and "Grace Hopper (grace)" in third
+    assert "Request from Alan Turing (alan):\\n\\nundo what you just did" in third
+
+    # The workspace ends as turn 1 left it: notes.txt says hello, and only hello.
+    diffs = {
+        e.payload["turn"]: e.payload
+        for e in Event.objects.filter(session_id=session_id, kind="diff").order_by("seq")
+        if e.payload["path"] == "notes.txt"
+    }
+    assert "+hello" in diffs[2]["patch"] and "+world" in diffs[2]["patch"]
+    assert "+hello" in diffs[3]["patch"] and "world" not in diffs[3]["patch"]
+    assert diffs[3]["added"] == 1
+
+    # Usage: the model, its tokens and cost, on every step.
+    usage = [
+        e.payload for e in Event.objects.filter(session_id=session_id, kind="usage").order_by("seq")
+    ]
+    assert len(usage) == 6  # a tool call and a final answer per turn
+    for step in usage:
+        assert step["model"].startswith(("gpt-4.1", "claude-sonnet-4-5"))
+        assert step["input_tokens"] > 0 and step["output_tokens"] > 0 and step["cost_usd"] > 0
+
+    # The stored conversation: JSON, attributed, without the key.
+    stored = AgentConversation.objects.get(session_id=session_id)
+    authors = [m["author"]["username"] for m in stored.messages if m.get("author")]
+    assert authors == ["grace", "alan", "alan"]
+    assert KEY not in json.dumps(stored.messages)
