@@ -25,12 +25,21 @@ FAKE_BIN = "/workspace/.fake-bin"
     ],
 )
 def test_a_cli_the_platform_has_not_installed_is_reported_with_how_to_install_it(
-    sandbox, adapter, described
+    tmp_path, adapter, described
 ):
-    # This sandbox's backend has no agent CLIs directory at all.
+    from snapshots.sandbox.local import LocalBackend
+
+    # This backend has no agent CLIs directory at all.
+    backend = LocalBackend(tmp_path / "sandboxes", tools_dir=tmp_path / "no-agent-clis")
+    (tmp_path / "tree").mkdir()
+    (tmp_path / "tree" / "README.md").write_text("# widgets\n")
+    box = backend.create(snapshot=backend.snapshot_from_directory(str(tmp_path / "tree")))
     agent = adapter(env={"SOME_KEY": MODEL_KEY})
-    with pytest.raises(AgentError) as raised:
-        list(agent.run(make_turn(sandbox)))
+    try:
+        with pytest.raises(AgentError) as raised:
+            list(agent.run(make_turn(box)))
+    finally:
+        box.terminate()
     message = str(raised.value)
     assert f"{described} is not installed on this platform" in message
     assert "manage.py inspect doctor --install-agents" in message
