@@ -53,12 +53,15 @@ class StreamParser:
 
     `failure` is the CLI's own message for a failed turn (the first `error` event a parser
     yields); warnings are yielded as `notice` events instead and fail nothing. `resume_id` is
-    the CLI's session id, which the next turn resumes; `recognised` counts parsed lines."""
+    the CLI's session id, which the next turn resumes; `recognised` counts parsed lines.
+    `abandon`: set by a parser whose CLI will not end by itself (it retries an unreachable
+    model forever) after yielding the error that explains why; the CLI is then stopped."""
 
     def __init__(self, *, model: str = "") -> None:
         self.model = model
         self.failure = ""
         self.resume_id = ""
+        self.abandon = False
         self.recognised = 0
         self.unparsed = ""
 
@@ -124,6 +127,10 @@ class CliAgent(AgentRuntime):
         """Environment pointing the CLI's state (sessions, config) into `state_dir`."""
         return {}
 
+    def prepare(self, turn: Turn) -> None:
+        """Called once `state_dir` exists, before the CLI starts (files it needs, its state
+        checked); raise AgentError to refuse the turn."""
+
     def executable(self, turn: Turn) -> str:
         """The CLI this turn runs: the platform's pinned version (on the sandbox's PATH), or
         the version the repository's recipe pins (`agent_versions`), or — for tests of parser
@@ -162,6 +169,7 @@ class CliAgent(AgentRuntime):
                 f"cannot make {self.label}'s state directory {self.state_dir()}: "
                 f"{(made.stderr or made.stdout).strip()[:300]}"
             )
+        self.prepare(turn)
         # The CLI's key and the agent's secrets: contained, so nothing it leaves behind (and
         # no other command, while it runs) can read them.
         secrets = {**turn.env, **self.process_env}
@@ -199,6 +207,8 @@ class CliAgent(AgentRuntime):
                     over = _over_limit(turn, tokens, cost)
                     if over:
                         self._handle.kill()  # the CLI's own loop has no such limit
+            if parser.abandon and over is None:
+                self._handle.kill()  # parser.failure says why
         result = self._handle.wait()
         # The CLI's session, even of a failed turn, is what the next turn resumes.
         if parser.resume_id:

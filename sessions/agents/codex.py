@@ -1,4 +1,4 @@
-"""Codex (`@openai/codex`), run as `codex exec --json`.
+"""Codex (`@openai/codex`), run as `codex exec --json` (checked against codex-cli 0.171.0).
 
 The stream is JSON Lines of thread events (openai/codex docs/exec.md, "JSON output mode", and
 codex-rs/exec/src/exec_events.rs):
@@ -8,59 +8,147 @@ codex-rs/exec/src/exec_events.rs):
   with item types agent_message (text), reasoning (text), command_execution (command,
   aggregated_output, exit_code, status), file_change (changes: [{path, kind: add | delete |
   update}], status), mcp_tool_call (server, tool, arguments, result, error, status),
-  web_search (query), todo_list (items), error (message)
+  web_search (query), todo_list (items), error (message: a warning, the turn goes on)
 * ``{"type": "turn.completed", "usage": {"input_tokens", "cached_input_tokens",
-  "output_tokens"}}``, ``{"type": "turn.failed", "error": {"message"}}``,
-  ``{"type": "error", "message"}``
+  "output_tokens"}}`` (a resumed thread's totals so far, not the turn's),
+  ``{"type": "turn.failed", "error": {"message"}}``, ``{"type": "error", "message"}`` (fatal,
+  or "Reconnecting... n/5 (...)" while it retries)
+
+How 0.171 is configured here, as observed (tests/agents/test_codex_real.py):
+
+* It ignores OPENAI_BASE_URL: the endpoint is a custom provider given with ``-c`` (which also
+  means no websocket attempt), its key read from CODEX_API_KEY (``env_key``).
+* CODEX_HOME is the adapter's state directory (kept in the session's snapshot), holding only
+  the thread's rollout (sessions/) between turns: Codex loads ``$CODEX_HOME/.env`` over its own
+  environment at start-up (so a command of an earlier turn could re-point its proxy or key), so
+  everything else there is removed before each turn; ``--ignore-user-config`` and
+  ``--ignore-rules`` skip its config.toml and rules, and a repository's ``.codex/`` is refused
+  as an untrusted project.
+* Its "shell snapshot" writes the whole shell environment, key included, to a file under
+  CODEX_HOME (deleted only on a clean exit): turned off.
+* The next turn resumes the thread: ``codex exec resume <thread id> -``.
 """
 
 from __future__ import annotations
 
-from collections.abc import Mapping
+import json
+import re
+from collections.abc import Iterator, Mapping
+from dataclasses import dataclass
 from typing import Any
 
 from sessions.agents import pricing
 from sessions.agents.base import AgentError, AgentEvent, Turn
 from sessions.agents.cli_process import CliAgent, StreamParser, text_of, workspace_path
+from snapshots.sandbox import WORKSPACE
+
+# Codex's key variable (the custom provider's env_key) and that provider's id.
+KEY_ENV = "CODEX_API_KEY"
+PROVIDER = "inspect"
+DEFAULT_MODEL = "gpt-5-codex"
+# Codex retries an unreachable API ("Reconnecting... waiting for network") without end; after
+# this many of them (its own retries are over by then) the turn is abandoned.
+NETWORK_WAITS = 3
+RECONNECTING = "Reconnecting..."
+THREAD_ID_RE = re.compile(r"^[0-9A-Za-z][0-9A-Za-z_-]{0,127}$")
+
+
+@dataclass(frozen=True)
+class Usage:
+    input_tokens: int = 0
+    cached_input_tokens: int = 0
+    output_tokens: int = 0
+
+    @classmethod
+    def of(cls, data: Mapping[str, Any]) -> Usage:
+        return cls(
+            int(data.get("input_tokens") or 0),
+            int(data.get("cached_input_tokens") or 0),
+            int(data.get("output_tokens") or 0),
+        )
 
 
 class CodexParser(StreamParser):
-    def __init__(self, *, model: str = "", prices: Mapping[str, tuple[float, float]] | None = None):
+    """`earlier`: the resumed thread's usage totals before this turn (turn.completed reports
+    the thread's totals, so the turn's own usage is the difference). `base_url`: the API, for
+    the message when it cannot be reached."""
+
+    def __init__(
+        self, *, model: str = "", prices: Mapping[str, tuple[float, float]] | None = None,
+        earlier: Usage | None = None, base_url: str = "",
+    ) -> None:  # fmt: skip
         super().__init__(model=model)
         self.prices = prices
+        self.earlier = earlier or Usage()
+        self.base_url = base_url
         self._started: set[str] = set()
+        self._waits = 0
 
     def parse(self, obj: dict[str, Any]) -> list[AgentEvent]:
         kind = obj.get("type")
         item = obj.get("item") if isinstance(obj.get("item"), dict) else {}
+        if kind == "thread.started":
+            self.resume_id = str(obj.get("thread_id") or "")
+            return []
         if kind == "item.started":
             return self._call(item)
         if kind == "item.completed":
             return self._completed(item)
         if kind == "turn.completed":
-            usage = obj.get("usage") or {}
-            given, taken = int(usage.get("input_tokens") or 0), int(usage.get("output_tokens") or 0)
-            return [
-                AgentEvent(
-                    "usage",
-                    {
-                        "provider": "openai",
-                        "model": self.model or None,
-                        "input_tokens": given,
-                        "cached_input_tokens": int(usage.get("cached_input_tokens") or 0),
-                        "output_tokens": taken,
-                        "cost_usd": pricing.cost_usd(self.model, given, taken, self.prices)
-                        if self.model
-                        else None,
-                    },
-                )
-            ]
+            return [self._usage(Usage.of(obj.get("usage") or {}))]
         if kind == "turn.failed":
             error = obj.get("error") or {}
-            return [AgentEvent("error", {"message": f"Codex: {error.get('message') or error}"})]
+            message = f"Codex: {error.get('message') or error}"
+            if message == self.failure:
+                return []  # its `error` line said it already
+            return [AgentEvent("error", {"message": message})]
         if kind == "error":
-            return [AgentEvent("error", {"message": f"Codex: {obj.get('message')}"})]
+            return self._error(str(obj.get("message") or ""))
         return []
+
+    def _usage(self, total: Usage) -> AgentEvent:
+        earlier = self.earlier
+        if total.input_tokens < earlier.input_tokens or total.output_tokens < earlier.output_tokens:
+            earlier = Usage()  # not the thread's totals after all
+        given = total.input_tokens - earlier.input_tokens
+        taken = total.output_tokens - earlier.output_tokens
+        return AgentEvent(
+            "usage",
+            {
+                "provider": "openai",
+                "model": self.model or None,
+                "input_tokens": given,
+                "cached_input_tokens": max(
+                    0, total.cached_input_tokens - earlier.cached_input_tokens
+                ),
+                "output_tokens": taken,
+                "cost_usd": pricing.cost_usd(self.model, given, taken, self.prices)
+                if self.model
+                else None,
+            },
+        )
+
+    def _error(self, message: str) -> list[AgentEvent]:
+        if not message.startswith(RECONNECTING):
+            return [AgentEvent("error", {"message": f"Codex: {message}"})]
+        events = [AgentEvent("notice", {"message": f"Codex: {message}"})]
+        if "waiting for network" in message:
+            self._waits += 1
+            if self._waits >= NETWORK_WAITS and not self.abandon:
+                self.abandon = True
+                reason = message.partition("(")[2].rstrip(")") or message
+                where = f" at {self.base_url}" if self.base_url else ""
+                events.append(
+                    AgentEvent(
+                        "error",
+                        {
+                            "message": f"Codex cannot reach the model API{where} ({reason}); "
+                            f"gave up after {NETWORK_WAITS} attempts to reconnect: is the "
+                            "endpoint up, and does the sandbox's egress allow it?"
+                        },
+                    )
+                )
+        return events
 
     def _call(self, item: dict[str, Any]) -> list[AgentEvent]:
         kind, item_id = item.get("type"), str(item.get("id") or "")
@@ -104,8 +192,8 @@ class CodexParser(StreamParser):
                 for change in item.get("changes") or []
                 if isinstance(change, dict)
             ]
-        if kind == "error":
-            return [AgentEvent("error", {"message": f"Codex: {item.get('message')}"})]
+        if kind == "error":  # a warning ("Model metadata ... not found", a transport fallback)
+            return [AgentEvent("notice", {"message": f"Codex: {item.get('message')}"})]
         events = self._call(item)  # a call seen only at completion still gets its tool_call
         if kind == "command_execution":
             exit_code = item.get("exit_code")
@@ -144,17 +232,56 @@ class CodexParser(StreamParser):
 
 
 def process_env() -> dict[str, str]:
-    """Codex's process environment: its key and, for a custom endpoint, its base URL."""
+    """Codex's process environment: its key and, for a custom endpoint, its base URL (which
+    the adapter gives Codex as its provider's base_url: Codex ignores OPENAI_BASE_URL)."""
     from django.conf import settings
 
     from sessions.agents import custom_openai_base
 
     if not settings.LLM_API_KEY:
         raise AgentError("the codex agent needs INSPECT_LLM_API_KEY (an OpenAI API key)")
-    env = {"CODEX_API_KEY": settings.LLM_API_KEY}
+    env = {KEY_ENV: settings.LLM_API_KEY}
     if custom_openai_base():
         env["OPENAI_BASE_URL"] = custom_openai_base()
     return env
+
+
+def default_model() -> str:
+    """The model a Codex turn runs when the session names none: INSPECT_AGENT_MODELS' codex
+    entry, else INSPECT_LLM_MODEL, else gpt-5-codex (always one, so usage has a cost)."""
+    from django.conf import settings
+
+    models = getattr(settings, "AGENT_MODELS", None) or {}
+    return models.get("codex") or settings.LLM_MODEL or DEFAULT_MODEL
+
+
+def default_base_url() -> str:
+    from django.conf import settings
+
+    return settings.LLM_BASE_URL
+
+
+IMAGE_SUFFIX = {
+    "image/png": ".png",
+    "image/jpeg": ".jpg",
+    "image/gif": ".gif",
+    "image/webp": ".webp",
+}
+
+# Before each turn, in CODEX_HOME ($1): everything but the thread rollouts goes (see the module
+# docstring), then the resumed thread's ($2) rollout and its last token count are printed.
+PREPARE = r"""
+home=$1
+case "$(realpath -m -- "$home")" in "$home") ;; *) rm -f -- "$home"; mkdir -p -- "$home" ;; esac
+[ "$(realpath -m -- "$home")" = "$home" ] || { echo "not a directory of its own" >&2; exit 2; }
+find "$home" -mindepth 1 -maxdepth 1 ! -name sessions -exec rm -rf -- {} +
+[ -L "$home/sessions" ] && rm -f -- "$home/sessions"
+[ -n "$2" ] || exit 0
+rollout=$(find "$home/sessions" -type f -name "rollout-*-$2.jsonl" 2>/dev/null | head -n 1)
+[ -n "$rollout" ] || exit 0
+echo "rollout $rollout"
+grep -F '"token_count"' "$rollout" | tail -n 1
+"""
 
 
 class CodexAgent(CliAgent):
@@ -165,21 +292,97 @@ class CodexAgent(CliAgent):
 
     def __init__(
         self, *, env: Mapping[str, str], model: str = "",
-        prices: Mapping[str, tuple[float, float]] | None = None,
+        prices: Mapping[str, tuple[float, float]] | None = None, base_url: str = "",
     ) -> None:  # fmt: skip
-        super().__init__(env=env, model=model)
+        env = dict(env)
+        given_base = env.pop("OPENAI_BASE_URL", "")  # Codex ignores it: see argv
+        super().__init__(env=env, model=model or default_model())
         self.prices = prices
+        self.base_url = (base_url or given_base or default_base_url()).rstrip("/")
+        self._earlier: Usage | None = None
+        self._resume = ""
+        self._images: list[str] = []
+        self._notices: list[AgentEvent] = []
+
+    def state_env(self) -> dict[str, str]:
+        return {"CODEX_HOME": self.state_dir()}
+
+    def run(self, turn: Turn) -> Iterator[AgentEvent]:
+        self._notices = []
+        for event in super().run(turn):
+            yield from self._notices  # what `prepare` found, before the CLI's first event
+            self._notices = []
+            yield event
+
+    def prepare(self, turn: Turn) -> None:
+        wanted = turn.conversation.resume_id
+        if wanted and not THREAD_ID_RE.match(wanted):
+            wanted = ""
+        ran = turn.sandbox.run(
+            ["/bin/sh", "-c", PREPARE, "sh", self.state_dir(), wanted], timeout=60
+        )
+        if ran.exit_code != 0:
+            raise AgentError(
+                f"cannot prepare {self.label}'s state directory {self.state_dir()}: "
+                f"{(ran.stderr or ran.stdout).strip()[:300]}"
+            )
+        self._resume, self._earlier = "", None
+        for line in ran.stdout.splitlines():
+            if line.startswith("rollout "):
+                self._resume = wanted
+            elif self._resume:
+                self._earlier = _thread_totals(line)
+        if wanted and not self._resume:
+            self._notices.append(
+                AgentEvent(
+                    "notice",
+                    {
+                        "message": f"Codex's thread {wanted} from the previous turn is not in "
+                        "this sandbox; this turn starts a new one"
+                    },
+                )
+            )
+        self._images = []
+        for n, image in enumerate(turn.images, 1):
+            suffix = IMAGE_SUFFIX.get(image.media_type, "")
+            path = f"{self.state_dir()}/images/{n}{suffix}"
+            turn.sandbox.write_file(path.removeprefix(WORKSPACE + "/"), image.data)
+            self._images.append(path)
 
     def argv(self, turn: Turn) -> list[str]:
+        resume = self._resume if self._resume == turn.conversation.resume_id else ""
+        argv = ["codex", "exec", *(["resume"] if resume else [])]
+        # A provider of our own: Codex reads no OPENAI_BASE_URL, and this one has no websocket.
+        for key, value in (
+            ("model_provider", PROVIDER),
+            (f"model_providers.{PROVIDER}.name", "Inspect"),
+            (f"model_providers.{PROVIDER}.base_url", self.base_url),
+            (f"model_providers.{PROVIDER}.env_key", KEY_ENV),
+            (f"model_providers.{PROVIDER}.wire_api", "responses"),
+            # It would write the shell's environment, the key included, under CODEX_HOME.
+            ("features.shell_snapshot", False),
+        ):
+            argv += ["-c", f"{key}={json.dumps(value)}"]
         # Codex's own sandbox cannot nest inside ours, which already confines it; "-" reads the
         # prompt from stdin.
-        argv = [
-            "codex", "exec", "--json", "--skip-git-repo-check",
-            "--dangerously-bypass-approvals-and-sandbox",
+        argv += [
+            "--ignore-user-config", "--ignore-rules", "--json", "--skip-git-repo-check",
+            "--dangerously-bypass-approvals-and-sandbox", "--model", self.model,
         ]  # fmt: skip
-        if self.model:
-            argv += ["--model", self.model]
-        return [*argv, "-"]
+        argv += [f"--image={path}" for path in self._images]
+        return [*argv, *([resume] if resume else []), "-"]
 
     def parser(self) -> StreamParser:
-        return CodexParser(model=self.model, prices=self.prices)
+        return CodexParser(
+            model=self.model, prices=self.prices, earlier=self._earlier, base_url=self.base_url
+        )
+
+
+def _thread_totals(line: str) -> Usage | None:
+    """The thread's usage totals from a rollout's token_count record."""
+    try:
+        record = json.loads(line)
+        info = record["payload"]["info"]["total_token_usage"]
+    except (ValueError, KeyError, TypeError):
+        return None
+    return Usage.of(info) if isinstance(info, dict) else None

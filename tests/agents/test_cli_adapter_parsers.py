@@ -111,3 +111,44 @@ def test_lines_that_are_not_json_objects_are_kept_as_output():
     ]
     assert parser.feed("[1, 2]")[0].kind == "output"
     assert parser.feed("   ") == []
+
+
+def test_codex_warnings_are_notices_and_a_resumed_threads_usage_is_the_turns_own():
+    """Canned-script parser edge case (lines as codex-cli 0.171.0 printed them): warnings and
+    retries are notices, the failure is said once, turn.completed's thread totals become the
+    turn's own usage, and endless "waiting for network" retries abandon the turn."""
+    from sessions.agents.codex import Usage
+
+    parser = CodexParser(model="gpt-5-codex", earlier=Usage(20346, 0, 104))
+    metadata = "Model metadata for `gpt-5-codex` not found. Defaulting to fallback metadata."
+    events = parse(parser, [
+        {"type": "thread.started", "thread_id": "01a24158-94b4-7d62-b586-158ab08ddb5c"},
+        {"type": "item.completed", "item": {"id": "item_0", "type": "error", "message": metadata}},
+        {"type": "error", "message": "Reconnecting... 1/5 (stream disconnected before completion)"},
+        {"type": "turn.completed", "usage": {"input_tokens": 41080, "cached_input_tokens": 0,
+                                             "output_tokens": 205}},
+    ])  # fmt: skip
+    assert parser.resume_id == "01a24158-94b4-7d62-b586-158ab08ddb5c"
+    retry = "Reconnecting... 1/5 (stream disconnected before completion)"
+    assert events[:2] == [
+        ("notice", {"message": f"Codex: {metadata}"}),
+        ("notice", {"message": f"Codex: {retry}"}),
+    ]
+    usage = events[2][1]
+    assert (usage["input_tokens"], usage["output_tokens"]) == (20734, 101)
+    assert not parser.failure
+
+    refused = CodexParser()
+    said = "The model `gpt-9-nope` does not exist or you do not have access to it."
+    events = parse(refused, [
+        {"type": "error", "message": said}, {"type": "turn.failed", "error": {"message": said}},
+    ])  # fmt: skip
+    assert events == [("error", {"message": f"Codex: {said}"})]
+
+    offline = CodexParser(base_url="https://api.example/v1")
+    wait = "Reconnecting... waiting for network (Connection failed: error sending request)"
+    events = parse(offline, [{"type": "error", "message": wait}] * 3)
+    assert [k for k, _ in events] == ["notice", "notice", "notice", "error"]
+    assert offline.abandon and offline.failure.startswith(
+        "Codex cannot reach the model API at https://api.example/v1 (Connection failed"
+    )

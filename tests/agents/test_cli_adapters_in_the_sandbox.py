@@ -93,17 +93,30 @@ def test_codex_reads_its_prompt_from_stdin_and_a_nonzero_exit_is_reported(sandbo
     path = install_fake_cli(
         sandbox,
         "codex",
+        'echo "argv: $*" >&2\n'
+        'echo "home: $CODEX_HOME" >&2\n'
         'echo "{\\"type\\":\\"item.completed\\",\\"item\\":{\\"id\\":\\"item_0\\",'
-        '\\"type\\":\\"agent_message\\",\\"text\\":\\"$(tr "\\n" /)|$*\\"}}"\nexit 3\n',
+        '\\"type\\":\\"agent_message\\",\\"text\\":\\"$(tr "\\n" /)\\"}}"\nexit 3\n',
     )
-    agent = CodexAgent(env={"CODEX_API_KEY": MODEL_KEY})
+    agent = CodexAgent(
+        env={"CODEX_API_KEY": MODEL_KEY}, model="gpt-5-codex", base_url="http://model.test/v1"
+    )
     events = list(agent.run(make_turn(sandbox, "fix it", env=path)))
-    assert of_kind(events, "message") == [
-        {"text": "Request from Ada Engineer (engineer)://fix it|exec --json --skip-git-repo-check "
-                 "--dangerously-bypass-approvals-and-sandbox -"}
-    ]  # fmt: skip
-    assert of_kind(events, "error") == [{"message": "Codex 0.171.0 exited with status 3"}]
-    assert events[-1].data == {"exit_code": 3, "failed": "Codex 0.171.0 exited with status 3"}
+    assert of_kind(events, "message") == [{"text": "Request from Ada Engineer (engineer)://fix it"}]
+    stderr = [o["text"] for o in of_kind(events, "output") if o["stream"] == "stderr"]
+    assert stderr == [
+        'argv: exec -c model_provider="inspect" -c model_providers.inspect.name="Inspect" '
+        '-c model_providers.inspect.base_url="http://model.test/v1" '
+        '-c model_providers.inspect.env_key="CODEX_API_KEY" '
+        '-c model_providers.inspect.wire_api="responses" -c features.shell_snapshot=false '
+        "--ignore-user-config --ignore-rules --json --skip-git-repo-check "
+        "--dangerously-bypass-approvals-and-sandbox --model gpt-5-codex -",
+        "home: /workspace/.git/inspect-agent/codex",
+    ]
+    # With the last line it printed on stderr.
+    said = "Codex 0.171.0 exited with status 3: home: /workspace/.git/inspect-agent/codex"
+    assert of_kind(events, "error") == [{"message": said}]
+    assert events[-1].data == {"exit_code": 3, "failed": said}
 
 
 def test_a_cli_whose_output_no_longer_parses_fails_the_turn_naming_it_and_the_line(sandbox):
