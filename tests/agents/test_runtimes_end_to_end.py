@@ -56,6 +56,7 @@ OPENAI_REFUSAL = "The model `no-such-model` does not exist or you do not have ac
 CASES = {
     "builtin-openai": Case("builtin", "gpt-4.1", "openai", OPENAI_REFUSAL),
     "builtin-anthropic": Case("builtin", "claude-sonnet-4-5", "anthropic", ANTHROPIC_REFUSAL),
+    "codex": Case("codex", "gpt-5-codex", "openai", OPENAI_REFUSAL),
     "command": Case("command", ""),
 }
 MODEL_DRIVEN = [name for name, case in CASES.items() if case.agent != "command"]
