@@ -25,12 +25,20 @@ FAKE_BIN = "/workspace/.fake-bin"
     ],
 )
 def test_a_cli_the_platform_has_not_installed_is_reported_with_how_to_install_it(
-    sandbox, adapter, described
+    tmp_path, adapter, described
 ):
-    # This sandbox's backend has no agent CLIs directory at all.
+    from snapshots.sandbox.local import LocalBackend
+
+    # This sandbox's backend has no agent CLIs directory at all (whatever this machine has).
+    backend = LocalBackend(tmp_path / "sandboxes", tools_dir=tmp_path / "no-clis")
+    (tmp_path / "tree").mkdir()
+    sandbox = backend.create(snapshot=backend.snapshot_from_directory(str(tmp_path / "tree")))
     agent = adapter(env={"SOME_KEY": MODEL_KEY})
-    with pytest.raises(AgentError) as raised:
-        list(agent.run(make_turn(sandbox)))
+    try:
+        with pytest.raises(AgentError) as raised:
+            list(agent.run(make_turn(sandbox)))
+    finally:
+        sandbox.terminate()
     message = str(raised.value)
     assert f"{described} is not installed on this platform" in message
     assert "manage.py inspect doctor --install-agents" in message
@@ -64,6 +72,7 @@ def test_claude_code_gets_the_prompt_on_stdin_and_its_key_in_its_environment_onl
     outputs = [o["text"] for o in of_kind(events, "output")]
     assert outputs[0] == (
         "argv: -p --output-format stream-json --verbose --dangerously-skip-permissions "
+        "--setting-sources  --strict-mcp-config "
         "--max-turns 50 --model claude-sonnet-4-5 --append-system-prompt Run `sh check.sh` "
         "before finishing."
     )
