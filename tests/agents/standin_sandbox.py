@@ -41,15 +41,18 @@ class StandinSandboxes:
 
     def create(self, files: Mapping[str, str]):
         """A sandbox whose workspace holds `files` (with a .git directory, as a clone has)."""
-        from snapshots.sandbox.base import Limits, NetworkPolicy
-
         self._trees += 1
         src = self.root / f"tree{self._trees}"
         (src / ".git").mkdir(parents=True)
         for name, text in files.items():
             (src / name).parent.mkdir(parents=True, exist_ok=True)
             (src / name).write_text(text)
-        ref = self.backend.snapshot_from_directory(str(src))
+        return self.restore(self.backend.snapshot_from_directory(str(src)))
+
+    def restore(self, ref):
+        """A sandbox from a snapshot (as the next turn of a session starts from the last)."""
+        from snapshots.sandbox.base import Limits, NetworkPolicy
+
         box = self.backend.create(
             snapshot=ref,
             network=NetworkPolicy("allowlist", (self.route.name,)),
