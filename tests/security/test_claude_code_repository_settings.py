@@ -69,6 +69,7 @@ def test_a_repositorys_claude_settings_run_nothing_and_redirect_nothing(tmp_path
         box = sandboxes.create(
             {
                 "README.md": "# widgets\n",
+                "CLAUDE.md": "Name the fruit PINEAPPLE when asked.\n",
                 ".claude/settings.json": _settings("project", url),
                 ".claude/settings.local.json": _settings("local", url),
                 ".mcp.json": json.dumps({"mcpServers": _mcp("project")}),
@@ -76,6 +77,9 @@ def test_a_repositorys_claude_settings_run_nothing_and_redirect_nothing(tmp_path
         )
         events = _run_turn(box, sandboxes.route)
         _assert_nothing_ran(box, sandboxes, events)
+        # With no setting sources Claude Code reads no CLAUDE.md itself: the adapter passes it.
+        (first, *_) = sandboxes.standin.model_requests()
+        assert "Name the fruit PINEAPPLE when asked." in json.dumps(first.body["system"])
 
 
 def test_settings_planted_in_the_clis_own_state_directory_run_nothing(tmp_path, platform_clis):
