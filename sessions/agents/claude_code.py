@@ -36,8 +36,9 @@ from sessions.agents.cli_process import CliAgent, StreamParser, text_of, workspa
 from snapshots.sandbox import SandboxError
 
 EDIT_TOOLS = {"Edit": "edit", "MultiEdit": "edit", "Write": "write", "NotebookEdit": "edit"}
-# What 2.1.197 says (in the result's `errors`) when --resume names a session it does not have.
-NO_CONVERSATION = "No conversation found with session ID"
+# What 2.1.197 says (in the result's `errors`) when --resume names a session it does not have
+# (a UUID it has no transcript of; anything else, e.g. another CLI's session id).
+NO_CONVERSATION = ("No conversation found with session ID", "--resume requires a valid session")
 # The model name of the messages Claude Code makes up itself (an API error shown as a reply).
 SYNTHETIC = "<synthetic>"
 # Claude Code's own settings, the same in every run (not secret): no updates, telemetry, error
@@ -136,7 +137,7 @@ class ClaudeCodeParser(StreamParser):
 
     def _result(self, obj: dict[str, Any]) -> list[AgentEvent]:
         errors = [str(e) for e in obj.get("errors") or []]
-        lost = next((e for e in errors if e.startswith(NO_CONVERSATION)), "")
+        lost = next((e for e in errors if any(m in e for m in NO_CONVERSATION)), "")
         if lost and not obj.get("num_turns"):
             # Nothing ran: the caller starts a new conversation instead (a notice, no error).
             self.lost_conversation = lost

@@ -127,6 +127,23 @@ def test_a_conversation_whose_state_was_lost_starts_anew_and_says_so(sandboxes):
     assert conversation.resume_id and conversation.resume_id != lost
 
 
+def test_another_runtimes_session_id_is_not_resumed_and_says_so(sandboxes):
+    """A session that switched agents holds the earlier CLI's id (here OpenCode's)."""
+    box = sandboxes.create({"README.md": "# widgets\n"})
+    conversation = Conversation(resume_id="ses_4f2a9c1e")
+    events = run(
+        agent(sandboxes), Turn(box, "create notes.txt with hello", ADA, conversation=conversation)
+    )
+    (notice,) = of_kind(events, "notice")
+    assert notice["message"].startswith(
+        "could not resume the earlier conversation: Error: --resume requires a valid session ID"
+    )
+    assert notice["message"].endswith("; starting a new one")
+    assert events[-1].data == {"exit_code": 0}
+    assert box.read_file("notes.txt") == b"hello\n"
+    assert len(conversation.resume_id) == 36
+
+
 def test_a_model_the_api_refuses_fails_the_turn_with_claude_codes_and_the_apis_words(sandboxes):
     box = sandboxes.create({"README.md": "# widgets\n"})
     started = time.monotonic()

@@ -2,6 +2,8 @@
 
 import json
 
+import pytest
+
 from sessions.agents.claude_code import ClaudeCodeParser
 from sessions.agents.codex import CodexParser
 from sessions.agents.opencode import OpenCodeParser
@@ -101,12 +103,26 @@ def test_claude_code_refused_by_the_api_fails_with_its_words_and_the_apis_status
     assert parser.failure == failure and parser.resume_id == _CC_SESSION
 
 
-def test_claude_code_resuming_a_session_it_lacks_is_no_failure_of_the_parser():
-    """Canned 2.1.197 line: the adapter starts a new conversation instead (tested for real in
+NOT_A_SESSION_ID = (
+    "Error: --resume requires a valid session ID or session title when used with --print. "
+    'Usage: claude -p --resume <session-id|title>. Provided value "ses_4f2a9c1e" is not a UUID '
+    "and does not match any session title."
+)
+
+
+@pytest.mark.parametrize(
+    "said",
+    [
+        "No conversation found with session ID: 5fb4c1c6-6a8b-4c1a-9a0b-1f2e3d4c5b6a",
+        NOT_A_SESSION_ID,
+    ],
+)
+def test_claude_code_resuming_a_session_it_lacks_is_no_failure_of_the_parser(said):
+    """Canned 2.1.197 lines: the adapter starts a new conversation instead (tested for real in
     tests/agents/test_claude_code_real.py)."""
     parser = ClaudeCodeParser(model="claude-sonnet-4-5")
-    assert parse(parser, [CLAUDE_CODE_NO_CONVERSATION]) == []
-    assert parser.lost_conversation == CLAUDE_CODE_NO_CONVERSATION["errors"][0]
+    assert parse(parser, [{**CLAUDE_CODE_NO_CONVERSATION, "errors": [said]}]) == []
+    assert parser.lost_conversation == said
     assert not parser.failure and not parser.resume_id
 
 
