@@ -2,7 +2,9 @@
 
 Each adapter names its binary and npm package, builds its argv, and parses its documented JSON
 event stream, one stdout line at a time, into AgentEvents. The prompt reaches the CLI on stdin
-(from $INSPECT_PROMPT, so it is never parsed as an option); the model key is in that process's
+(from $INSPECT_PROMPT, so it is never parsed as an option; or, for an adapter whose `prompt_file`
+gives one — a JSON message with images, say — from that file, $INSPECT_PROMPT_FILE, written into
+the adapter's state directory for the run and removed after it); the model key is in that process's
 environment only — never in a file — and the runtime wrapper scrubs it from every event.
 """
 
@@ -20,8 +22,12 @@ from sessions.agents.base import AgentError, AgentEvent, AgentRuntime, Turn, att
 from sessions.agents.pricing import usd
 from snapshots.sandbox import WORKSPACE, ExecHandle
 
-# Reads the prompt from the environment onto the CLI's stdin; "$@" is the CLI's argv.
-PIPE_PROMPT = 'printf "%s" "$INSPECT_PROMPT" | exec "$@"'
+# Reads the prompt from the environment (or its file) onto the CLI's stdin; "$@" is the CLI's
+# argv. A pipe, not a redirect: Claude Code's stream-json input reads nothing from a plain file.
+PIPE_PROMPT = (
+    'if [ -n "${INSPECT_PROMPT_FILE:-}" ]; then cat "$INSPECT_PROMPT_FILE"; '
+    'else printf "%s" "$INSPECT_PROMPT"; fi | exec "$@"'
+)
 # Where a CLI keeps its own state (sessions, config): inside the workspace's .git, so the
 # session's snapshot carries it to the next turn's restore, and git never tracks or diffs it.
 STATE_ROOT = WORKSPACE + "/.git/inspect-agent"
@@ -131,6 +137,11 @@ class CliAgent(AgentRuntime):
         """Called once `state_dir` exists, before the CLI starts (files it needs, its state
         checked); raise AgentError to refuse the turn."""
 
+    def prompt_file(self, turn: Turn) -> bytes | None:
+        """What the CLI reads on stdin instead of the attributed prompt (e.g. a JSON message
+        carrying the turn's images), or None for the prompt itself."""
+        return None
+
     def executable(self, turn: Turn) -> str:
         """The CLI this turn runs: the platform's pinned version (on the sandbox's PATH), or
         the version the repository's recipe pins (`agent_versions`), or — for tests of parser
@@ -174,16 +185,18 @@ class CliAgent(AgentRuntime):
         # no other command, while it runs) can read them.
         secrets = {**turn.env, **self.process_env}
         argv = ["/bin/sh", "-c", PIPE_PROMPT, "sh", *self.command(turn)]
+        env = {"INSPECT_PROMPT": attributed(turn.prompt, turn.author), **self.state_env()}
+        stdin = self.prompt_file(turn)
+        if stdin is not None:
+            env["INSPECT_PROMPT_FILE"] = f"{self.state_dir()}/prompt"
+            turn.sandbox.write_file(env["INSPECT_PROMPT_FILE"], stdin, mode=0o600)
         with self._lock:
             if self._stopped.is_set():
                 yield AgentEvent("done", {"stopped": True})
                 return
             self._handle = turn.sandbox.exec(
                 argv,
-                env={
-                    "INSPECT_PROMPT": attributed(turn.prompt, turn.author),
-                    **self.state_env(),
-                },
+                env=env,
                 secrets=secrets,
                 cwd=WORKSPACE,
                 timeout=turn.limits.wall_seconds,
@@ -210,6 +223,8 @@ class CliAgent(AgentRuntime):
             if parser.abandon and over is None:
                 self._handle.kill()  # parser.failure says why
         result = self._handle.wait()
+        if stdin is not None:
+            turn.sandbox.run(["rm", "-f", env["INSPECT_PROMPT_FILE"]], timeout=30)
         # The CLI's session, even of a failed turn, is what the next turn resumes.
         if parser.resume_id:
             turn.conversation.resume_id = parser.resume_id

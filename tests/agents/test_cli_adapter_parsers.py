@@ -2,6 +2,8 @@
 
 import json
 
+import pytest
+
 from sessions.agents.claude_code import ClaudeCodeParser
 from sessions.agents.codex import CodexParser
 from sessions.agents.opencode import OpenCodeParser
@@ -47,6 +49,81 @@ def test_a_claude_code_error_result_is_an_error_event():
     assert [k for k, _ in events] == ["usage", "error"]
     assert events[1][1] == {"message": "Claude Code ended with error_max_turns"}
     assert events[0][1]["cost_usd"] == 0.02 and parser.error_reported
+
+
+# Claude Code 2.1.197's own lines (from real runs against the stand-in, trimmed to the fields
+# the adapter reads): a retried request, a model the API refused, a session --resume lacks.
+_CC_SESSION = "84b36481-eae4-42b3-8922-30c3209e158d"
+_CC_ZERO_USAGE = {"input_tokens": 0, "cache_creation_input_tokens": 0,
+                  "cache_read_input_tokens": 0, "output_tokens": 0}  # fmt: skip
+CLAUDE_CODE_REFUSED = [
+    {"type": "system", "subtype": "init", "cwd": "/workspace", "session_id": _CC_SESSION,
+     "model": "no-such-model", "permissionMode": "bypassPermissions",
+     "apiKeySource": "ANTHROPIC_API_KEY", "claude_code_version": "2.1.197"},
+    {"type": "system", "subtype": "api_retry", "attempt": 1, "max_retries": 3,
+     "retry_delay_ms": 504.5, "error_status": 502, "error": "server_error",
+     "session_id": _CC_SESSION},
+    {"type": "assistant", "message": {
+        "id": "605b6ac6", "model": "<synthetic>", "role": "assistant", "type": "message",
+        "stop_reason": "stop_sequence", "usage": _CC_ZERO_USAGE,
+        "content": [{"type": "text", "text": "There's an issue with the selected model "
+                     "(no-such-model). It may not exist or you may not have access to it. "
+                     "Run --model to pick a different model."}]},
+     "parent_tool_use_id": None, "session_id": _CC_SESSION, "error": "model_not_found"},
+    {"type": "result", "subtype": "success", "is_error": True, "api_error_status": 404,
+     "duration_ms": 119, "num_turns": 1, "session_id": _CC_SESSION, "total_cost_usd": 0,
+     "result": "There's an issue with the selected model (no-such-model). It may not exist or "
+               "you may not have access to it. Run --model to pick a different model.",
+     "usage": _CC_ZERO_USAGE, "modelUsage": {}},
+]  # fmt: skip
+CLAUDE_CODE_NO_CONVERSATION = {
+    "type": "result", "subtype": "error_during_execution", "duration_ms": 0, "is_error": True,
+    "num_turns": 0, "session_id": "5fb4c1c6-6a8b-4c1a-9a0b-1f2e3d4c5b6a", "total_cost_usd": 0,
+    "usage": _CC_ZERO_USAGE, "modelUsage": {},
+    "errors": ["No conversation found with session ID: 5fb4c1c6-6a8b-4c1a-9a0b-1f2e3d4c5b6a"],
+}  # fmt: skip
+
+
+def test_claude_code_refused_by_the_api_fails_with_its_words_and_the_apis_status():
+    """Canned 2.1.197 lines: the retry is a notice, Claude Code's text for the refusal is the
+    failure (not a reply), and usage names the model asked for, not "<synthetic>"."""
+    parser = ClaudeCodeParser(model="no-such-model")
+    events = parse(parser, CLAUDE_CODE_REFUSED)
+    failure = (
+        "Claude Code: There's an issue with the selected model (no-such-model). It may not "
+        "exist or you may not have access to it. Run --model to pick a different model. "
+        "(API error 404 model_not_found)"
+    )
+    assert [k for k, _ in events] == ["output", "notice", "usage", "error"]
+    assert events[1][1] == {
+        "message": "Claude Code retries the model API request (attempt 1 of 3): 502 server_error"
+    }
+    assert events[2][1]["model"] == "no-such-model"
+    assert events[3][1] == {"message": failure}
+    assert parser.failure == failure and parser.resume_id == _CC_SESSION
+
+
+NOT_A_SESSION_ID = (
+    "Error: --resume requires a valid session ID or session title when used with --print. "
+    'Usage: claude -p --resume <session-id|title>. Provided value "ses_4f2a9c1e" is not a UUID '
+    "and does not match any session title."
+)
+
+
+@pytest.mark.parametrize(
+    "said",
+    [
+        "No conversation found with session ID: 5fb4c1c6-6a8b-4c1a-9a0b-1f2e3d4c5b6a",
+        NOT_A_SESSION_ID,
+    ],
+)
+def test_claude_code_resuming_a_session_it_lacks_is_no_failure_of_the_parser(said):
+    """Canned 2.1.197 lines: the adapter starts a new conversation instead (tested for real in
+    tests/agents/test_claude_code_real.py)."""
+    parser = ClaudeCodeParser(model="claude-sonnet-4-5")
+    assert parse(parser, [{**CLAUDE_CODE_NO_CONVERSATION, "errors": [said]}]) == []
+    assert parser.lost_conversation == said
+    assert not parser.failure and not parser.resume_id
 
 
 def test_codex_exec_json_becomes_reasoning_commands_file_changes_and_usage():
