@@ -56,6 +56,13 @@ OPENAI_REFUSAL = "The model `no-such-model` does not exist or you do not have ac
 CASES = {
     "builtin-openai": Case("builtin", "gpt-4.1", "openai", OPENAI_REFUSAL),
     "builtin-anthropic": Case("builtin", "claude-sonnet-4-5", "anthropic", ANTHROPIC_REFUSAL),
+    # Claude Code 2.1.197 prints its own sentence and the API's status, not the API's message.
+    "claude-code": Case(
+        "claude-code",
+        "claude-sonnet-4-5",
+        "anthropic",
+        "issue with the selected model (no-such-model)",
+    ),
     "codex": Case("codex", "gpt-5-codex", "openai", OPENAI_REFUSAL),
     "command": Case("command", ""),
 }
