@@ -17,7 +17,9 @@ What it "decides" (so tests can assert outcomes):
   ``sed -i '$d' <path>``; with none found it says "I can find no earlier change in this
   conversation to undo." and calls nothing), or ``append <text> to the file you created``
   (-> an append to the path of its own latest create in the earlier turns; with none, "I can
-  find no file created earlier in this conversation."). Anything else gets a plain text reply.
+  find no file created earlier in this conversation."), or ``run the command `<command>```
+  (-> that command, verbatim: what a model talked into it would run). Anything else gets a plain
+  text reply.
 * the conversation ends with a tool result: a final text reply ("Done: created notes.txt").
 * no tools offered (title and summary requests): a short text reply ("Stand-in title").
 
@@ -101,6 +103,8 @@ TITLE = "Stand-in title"
 CREATE_RE = re.compile(r"\bcreate\s+(?P<path>[\w./-]+)\s+with\s+(?P<text>[^\n]+)", re.I)
 APPEND_RE = re.compile(r"\bappend\s+(?P<text>[^\n]+?)\s+to\s+(?P<path>[\w./-]*\w)", re.I)
 UNDO_RE = re.compile(r"\bundo what you just did\b", re.I)
+# Any command, verbatim (for attack tests: what a model talked into it would run).
+RUN_RE = re.compile(r"\brun the command `(?P<command>[^`\n]+)`", re.I)
 # A follow-up that names no file: which one is known only from the earlier turns.
 APPEND_EARLIER_RE = re.compile(
     r"\bappend\s+(?P<text>[^\n]+?)\s+to\s+the\s+file\s+you\s+created\b", re.I
@@ -272,7 +276,9 @@ def decide(conv: Conversation) -> Decision:
         return Decision(text=NO_INSTRUCTION)
     text = conv.user_text
     command = ""
-    if UNDO_RE.search(text):
+    if m := RUN_RE.search(text):
+        command = m["command"]
+    elif UNDO_RE.search(text):
         command = undo_command(conv.calls)
         if not command:
             return Decision(text=NO_UNDO)

@@ -11,6 +11,8 @@ environment only — never in a file — and the runtime wrapper scrubs it from 
 from __future__ import annotations
 
 import json
+import logging
+import re
 import shlex
 import threading
 from abc import abstractmethod
@@ -20,7 +22,9 @@ from typing import Any
 from sessions.agents import installs
 from sessions.agents.base import AgentError, AgentEvent, AgentRuntime, Turn, attributed
 from sessions.agents.pricing import usd
-from snapshots.sandbox import WORKSPACE, ExecHandle
+from snapshots.sandbox import WORKSPACE, ExecHandle, SandboxError
+
+log = logging.getLogger(__name__)
 
 # Reads the prompt from the environment (or its file) onto the CLI's stdin; "$@" is the CLI's
 # argv. A pipe, not a redirect: Claude Code's stream-json input reads nothing from a plain file.
@@ -31,6 +35,33 @@ PIPE_PROMPT = (
 # Where a CLI keeps its own state (sessions, config): inside the workspace's .git, so the
 # session's snapshot carries it to the next turn's restore, and git never tracks or diffs it.
 STATE_ROOT = WORKSPACE + "/.git/inspect-agent"
+
+
+# Environment names that hold credentials (the agent's own secrets are all masked too).
+SECRET_NAME_RE = re.compile(r"KEY|TOKEN|SECRET|PASSWORD|CREDENTIAL", re.I)
+MIN_SECRET_LENGTH = 8
+# Runs in the sandbox: masks the secrets given as INSPECT_SCRUB_* in every file under argv.
+SCRUB = r"""
+import os, sys
+keys = [v.encode() for k, v in os.environ.items() if k.startswith("INSPECT_SCRUB_")]
+for top in sys.argv[1:]:
+    for root, dirs, files in os.walk(top):
+        for name in files:
+            path = os.path.join(root, name)
+            try:
+                if os.path.islink(path) or not os.path.isfile(path):
+                    continue
+                with open(path, "rb") as handle:
+                    data = handle.read()
+            except OSError:
+                continue
+            new = data
+            for key in keys:
+                new = new.replace(key, b"*" * len(key))
+            if new != data:
+                with open(path, "r+b") as handle:
+                    handle.write(new)
+"""
 
 
 def workspace_path(path: Any) -> str:
@@ -225,6 +256,7 @@ class CliAgent(AgentRuntime):
         result = self._handle.wait()
         if stdin is not None:
             turn.sandbox.run(["rm", "-f", env["INSPECT_PROMPT_FILE"]], timeout=30)
+        self._scrub_state(turn, secrets)
         # The CLI's session, even of a failed turn, is what the next turn resumes.
         if parser.resume_id:
             turn.conversation.resume_id = parser.resume_id
@@ -251,6 +283,29 @@ class CliAgent(AgentRuntime):
         if failed:
             done["failed"] = failed
         yield AgentEvent("done", done)
+
+    def _scrub_state(self, turn: Turn, secrets: Mapping[str, str]) -> None:
+        """Mask every secret the CLI's process held wherever the CLI keeps its transcripts
+        (its state dir travels in the session's snapshot) and in /tmp: a command the model ran
+        may have printed one. Same-length masks keep binary stores (SQLite) intact."""
+        masked = {
+            f"INSPECT_SCRUB_{n}": value
+            for n, (name, value) in enumerate(secrets.items())
+            if len(value) >= MIN_SECRET_LENGTH and (name in turn.env or SECRET_NAME_RE.search(name))
+        }
+        if not masked:
+            return
+        try:
+            done = turn.sandbox.run(
+                ["python3", "-I", "-S", "-c", SCRUB, self.state_dir(), "/tmp", "/var/tmp"],
+                secrets=masked,
+                timeout=120,
+            )
+        except SandboxError as exc:
+            log.warning("could not scrub %s's state: %s", self.label, exc)
+            return
+        if done.exit_code != 0:
+            log.warning("could not scrub %s's state: %s", self.label, done.stderr[-300:])
 
     def _unexplained_failure(self, parser: StreamParser, exit_code: int | None) -> str:
         """Why a turn failed when the CLI did not say: its output did not parse, or it exited
