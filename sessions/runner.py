@@ -531,8 +531,8 @@ class TurnRunner:
 
     def _agent_options(self) -> dict:
         """A CLI runtime's version: the recipe's pin (`[agents]`) or the platform's, installed on
-        this worker (now, if it is somehow missing) and startable with the platform's node —
-        else the turn fails naming the runtime and version, as `inspect doctor` does."""
+        this worker and startable with the platform's node — else the turn fails naming the
+        runtime and version, in the words `inspect doctor` uses."""
         from sessions.agents import installs
 
         agent = self.session.agent
@@ -550,7 +550,9 @@ class TurnRunner:
                 )
             return {}
         try:
-            installs.ready(agent, version, install_missing=True)
+            # A recipe's pin is installed when its snapshot is built; one somehow missing on this
+            # worker is installed now (on the host: the sandbox needs no npm egress).
+            installs.ready(agent, version, install_missing=agent in pins)
         except installs.InstallError as exc:
             raise AgentError(str(exc)) from None
         return {"agent_versions": pins} if pins else {}

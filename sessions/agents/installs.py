@@ -203,7 +203,14 @@ def status(runtime: str, version: str | None = None) -> CliStatus:
     cli = PINNED[runtime]
     version = version or cli.version
     if not is_installed(runtime, version):
-        return CliStatus(runtime, cli.label, version, False, "not installed")
+        return CliStatus(
+            runtime,
+            cli.label,
+            version,
+            False,
+            f"{cli.label} {version} is not installed on this platform "
+            "(`manage.py inspect doctor --install-agents` installs it)",
+        )
     problem = node_problem(runtime, version)
     if problem:
         return CliStatus(runtime, cli.label, version, False, problem)
@@ -233,7 +240,10 @@ def ready(runtime: str, version: str | None = None, *, install_missing: bool = F
     version = check_version(runtime, version or cli.version)
     if not is_installed(runtime, version):
         if not install_missing:
-            raise InstallError(f"{cli.label} {version} ({runtime}): not installed on this worker")
+            raise InstallError(
+                f"{cli.label} {version} is not installed on this platform ({runtime}): run "
+                "`manage.py inspect doctor --install-agents`"
+            )
         try:
             install(runtime, version)
         except InstallError as exc:
