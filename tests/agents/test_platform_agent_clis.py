@@ -4,6 +4,7 @@ recipe install step."""
 
 import os
 import shutil
+from pathlib import Path
 
 import pytest
 
@@ -190,3 +191,133 @@ def test_doctor_install_agents_fails_with_npms_words(inspect_cli, settings, tmp_
         "on this platform (`manage.py inspect doctor --install-agents` installs it) "
         f"[pinned by the recipe of {team.repository.name}]"
     ) in out
+
+
+# -- recipe pins -------------------------------------------------------------------------------
+
+OLDER_OPENCODE = "1.18.32"  # a real earlier release; the platform pins 1.18.33
+
+
+@pytest.mark.parametrize(
+    ("agents", "said"),
+    [
+        ('codex = "latest"', "agents.codex: Codex version 'latest' is not a release number like"),
+        ('codex = "0.1; curl x|sh"', "agents.codex: Codex version '0.1; curl x|sh' is not a"),
+        ("codex = 170", 'agents.codex must be a version string like "0.171.0"'),
+        (
+            'gemini = "1.0.0"',
+            "unknown key agents.gemini; a recipe may pin the agent CLIs claude-code, codex, "
+            "opencode",
+        ),
+    ],
+)
+def test_a_bad_agent_pin_in_a_recipe_names_the_key_and_what_is_allowed(agents, said):
+    from snapshots.recipe import RecipeError, parse_recipe
+
+    with pytest.raises(RecipeError) as raised:
+        parse_recipe(f"[agents]\n{agents}\n")
+    assert str(raised.value).startswith(".inspect/environment.toml: ")
+    assert said in str(raised.value)
+    if "release number" in said:
+        assert 'a release of @openai/codex on npm, e.g. "0.171.0"' in str(raised.value)
+
+
+def test_a_recipe_pins_agent_versions():
+    from snapshots.recipe import parse_recipe
+
+    recipe = parse_recipe('[agents]\nopencode = "1.18.32"\ncodex = "0.170.0"\n')
+    assert recipe.agents == (("codex", "0.170.0"), ("opencode", "1.18.32"))
+
+
+@pytest.fixture
+def versions_dir(settings, monkeypatch):
+    """Where these tests install CLI versions the platform does not pin: beside the platform's
+    directory (so CI keeps it between runs, like the platform's), never inside it."""
+    from snapshots import backends
+
+    directory = Path(
+        os.environ.get("INSPECT_TEST_AGENT_CLIS_DIR") or f"{settings.AGENT_CLIS_DIR}-test-versions"
+    )
+    settings.AGENT_CLIS_DIR = directory
+    monkeypatch.setattr(backends, "_backends", {})  # sandboxes see this directory
+    return directory
+
+
+@pytest.fixture
+def pinned_repo(inspect_cli, make_git_repo, team, versions_dir):
+    """`widgets` whose recipe pins an older OpenCode, with a ready snapshot (built with it)."""
+    upstream = make_git_repo(
+        files={
+            "README.md": "# widgets\n",
+            ".inspect/environment.toml": f'[agents]\nopencode = "{OLDER_OPENCODE}"\n',
+        }
+    )
+    team.repository.url = str(upstream.path)
+    team.repository.save()
+    code, out, err = inspect_cli("snapshot", "refresh", "widgets", "--json")
+    assert code == 0, err
+    return team.repository
+
+
+@pytest.mark.django_db
+def test_a_recipes_pinned_version_is_installed_on_the_worker_when_the_snapshot_is_built(
+    pinned_repo, versions_dir
+):
+    from snapshots.models import Snapshot
+
+    snapshot = Snapshot.objects.get(repository=pinned_repo)
+    assert snapshot.state == Snapshot.State.READY, snapshot.error
+    assert f"$ install agent CLI opencode-ai@{OLDER_OPENCODE}" in snapshot.log
+    assert f"opencode {OLDER_OPENCODE} is installed on the worker at {versions_dir}" in (
+        snapshot.log
+    )
+    assert installs.status("opencode", OLDER_OPENCODE).detail == OLDER_OPENCODE
+
+
+@pytest.mark.django_db
+def test_a_bad_pin_fails_the_snapshot_build_naming_the_key(
+    inspect_cli, make_git_repo, team, versions_dir
+):
+    from snapshots.models import Snapshot
+
+    upstream = make_git_repo(
+        files={"README.md": "# w\n", ".inspect/environment.toml": '[agents]\ncodex = "newest"\n'}
+    )
+    team.repository.url = str(upstream.path)
+    team.repository.save()
+    inspect_cli("snapshot", "refresh", "widgets", "--json")
+    snapshot = Snapshot.objects.get(repository=team.repository)
+    assert snapshot.state == Snapshot.State.FAILED
+    assert snapshot.error.startswith(
+        ".inspect/environment.toml: agents.codex: Codex version 'newest' is not a release number"
+    )
+
+
+@pytest.mark.django_db
+def test_the_sessions_sandbox_runs_the_version_its_recipe_pins(pinned_repo, inspect_cli):
+    """A real npm install of an older real release: the runtime's executable in a sandbox
+    restored from the repository's snapshot is that version, not the platform's."""
+    from sessions.agents.base import Turn
+    from sessions.agents.opencode import OpenCodeAgent
+    from snapshots.models import Snapshot
+    from snapshots.restore import recipe_of, restore_sandbox
+
+    snapshot = Snapshot.objects.get(repository=pinned_repo)
+    restored = restore_sandbox(pinned_repo, run_start=False)
+    try:
+        turn = Turn(
+            sandbox=restored.sandbox,
+            prompt="x",
+            author=None,  # type: ignore[arg-type]
+            options={"agent_versions": dict(recipe_of(snapshot).agents)},
+        )
+        agent = OpenCodeAgent(env={})
+        executable = agent.executable(turn)
+        assert executable == (
+            f"/opt/inspect/agents/opencode/{OLDER_OPENCODE}/node_modules/.bin/opencode"
+        )
+        ran = restored.sandbox.run(["/bin/sh", "-c", f"{executable} --version"], timeout=120)
+        assert ran.exit_code == 0, ran.stderr
+        assert ran.stdout.strip() == OLDER_OPENCODE
+    finally:
+        restored.sandbox.terminate()
