@@ -321,3 +321,26 @@ def test_the_sessions_sandbox_runs_the_version_its_recipe_pins(pinned_repo, insp
         assert ran.stdout.strip() == OLDER_OPENCODE
     finally:
         restored.sandbox.terminate()
+
+
+@pytest.mark.django_db
+def test_the_runner_gives_the_turn_the_recipes_pin_and_runs_that_version(
+    pinned_repo, create_session, settings, versions_dir
+):
+    """The session's turn runs the pinned OpenCode: the runner passes the recipe's pins as
+    `Turn.options["agent_versions"]`, and the process it runs (audited) is that version's. Gone
+    from this worker since the snapshot was built, it is installed again before the turn."""
+    from approvals.models import AuditEntry
+
+    shutil.rmtree(versions_dir / "opencode" / OLDER_OPENCODE)
+    settings.LLM_API_KEY = "sk-test-pins"
+    settings.AGENT_MAX_WALL_SECONDS = 10  # no model is reachable: how the turn ends is not tested
+    code, summary, err = create_session("--prompt", "say hi", "--agent", "opencode", "--inline")
+    assert summary is not None, err
+    process = AuditEntry.objects.get(
+        action="sandbox.command", object_id=str(summary["id"]), data__phase="agent"
+    )
+    assert process.data["command"].startswith(
+        f"/opt/inspect/agents/opencode/{OLDER_OPENCODE}/node_modules/.bin/opencode run "
+    )
+    assert installs.is_installed("opencode", OLDER_OPENCODE)
