@@ -143,7 +143,6 @@ def _build(repository: Repository, branch: str, build_log: BuildLog) -> Snapshot
         if egress.note:
             build_log.write(f"egress: {egress.note}")
         recipe = replace(recipe, egress=egress.policy)
-        _install_agent_pins(recipe, build_log, backend.name)
         snapshot.egress = as_json(egress.policy)
         if recipe.refresh_minutes != repository.refresh_minutes:
             Repository.objects.filter(pk=repository.pk).update(
@@ -152,6 +151,7 @@ def _build(repository: Repository, branch: str, build_log: BuildLog) -> Snapshot
         # Read without following links: a committed link must not make the worker read the host.
         snapshot.recipe_toml = repository.recipe_override or read_recipe_file(workspace)
         snapshot.lockfile_hashes = lockfile_hashes(workspace, LOCKFILE_PATTERNS)
+        _install_agent_pins(recipe, build_log, backend.name)
         base_ref = backend.snapshot_from_directory(
             str(workspace), labels={"repository": repository.name}
         )

@@ -13,7 +13,7 @@ from sessions.agents import installs
 
 def recipe_pins() -> dict[tuple[str, str], list[str]]:
     """The agent CLI versions repositories' recipes pin: (runtime, version) -> repositories.
-    A repository's recipe is its dashboard override, else the one of its newest ready snapshot."""
+    A repository's recipe is its dashboard override, else the one of its newest snapshot."""
     from snapshots.models import Repository, Snapshot
     from snapshots.recipe import RecipeError, parse_recipe
 
@@ -21,8 +21,11 @@ def recipe_pins() -> dict[tuple[str, str], list[str]]:
     for repository in Repository.objects.order_by("name"):
         text, where = repository.recipe_override, "the recipe set in the dashboard"
         if not text.strip():
+            # Its newest build's, even a failed one: a pin that cannot work fails the build.
             snapshot = (
-                Snapshot.objects.filter(repository=repository, state=Snapshot.State.READY)
+                Snapshot.objects.filter(repository=repository)
+                .exclude(state=Snapshot.State.BUILDING)
+                .exclude(recipe_toml="")
                 .order_by("-created_at")
                 .first()
             )

@@ -344,3 +344,73 @@ def test_the_runner_gives_the_turn_the_recipes_pin_and_runs_that_version(
         f"/opt/inspect/agents/opencode/{OLDER_OPENCODE}/node_modules/.bin/opencode run "
     )
     assert installs.is_installed("opencode", OLDER_OPENCODE)
+
+
+# -- a version that does not start with the platform's node ------------------------------------
+
+NODE22_CLAUDE = "2.1.198"  # the first Claude Code release that needs node >= 22
+
+
+@pytest.fixture
+def node22_claude(versions_dir):
+    """A real release that does not start with this machine's node (Debian's node 20): npm
+    installs it (engines are only a warning), the platform must say it cannot run."""
+    installs.install("claude-code", NODE22_CLAUDE)
+    if not installs.node_problem("claude-code", NODE22_CLAUDE):
+        pytest.skip("this machine's node is new enough for it")
+    return NODE22_CLAUDE
+
+
+def node_words(version: str) -> str:
+    import subprocess
+
+    node = subprocess.run(["/usr/bin/node", "--version"], capture_output=True, text=True).stdout
+    return f"Claude Code {version} needs node >= 22; this machine has {node.strip()}"
+
+
+@pytest.mark.django_db
+def test_a_pin_that_does_not_start_with_the_platforms_node_fails_the_build_and_doctor_says_so(
+    node22_claude, inspect_cli, make_git_repo, team
+):
+    from snapshots.models import Snapshot
+
+    upstream = make_git_repo(
+        files={
+            "README.md": "# w\n",
+            ".inspect/environment.toml": f'[agents]\nclaude-code = "{node22_claude}"\n',
+        }
+    )
+    team.repository.url = str(upstream.path)
+    team.repository.save()
+    inspect_cli("snapshot", "refresh", "widgets", "--json")
+    snapshot = Snapshot.objects.get(repository=team.repository)
+    assert snapshot.state == Snapshot.State.FAILED
+    assert snapshot.error == (
+        f"agents.claude-code = '{node22_claude}': Claude Code {node22_claude} (claude-code) does "
+        f"not start: {node_words(node22_claude)}"
+    )
+    code, out, _ = inspect_cli("doctor")
+    assert (
+        f"  claude-code {node22_claude}: NOT usable: {node_words(node22_claude)} "
+        f"[pinned by the recipe of {team.repository.name}]"
+    ) in out
+
+
+@pytest.mark.django_db
+def test_a_turn_whose_cli_does_not_start_with_the_platforms_node_fails_naming_it(
+    node22_claude, pinned_repo, create_session, settings
+):
+    """The snapshot was built while the pin worked (here: another pin); now it does not start
+    with this machine's node: the turn fails naming the runtime and its version, before the CLI
+    runs, in the words doctor uses."""
+    from snapshots.models import Snapshot
+
+    Snapshot.objects.filter(repository=pinned_repo).update(
+        recipe_toml=f'[agents]\nclaude-code = "{node22_claude}"\n'
+    )
+    settings.ANTHROPIC_API_KEY = "sk-ant-test-pins"
+    code, summary, err = create_session("--prompt", "x", "--agent", "claude-code", "--inline")
+    assert code == 1 and summary["state"] == "failed", err
+    assert summary["error"] == (
+        f"Claude Code {node22_claude} (claude-code) does not start: {node_words(node22_claude)}"
+    )
