@@ -1,9 +1,10 @@
 """`make run`: bring the whole system up on one machine and keep it up until Ctrl-C.
 
 Preflight (settings, database, Redis, the port), migrate, static files, the first admin, then
-daphne + a Celery worker + Celery beat as children. Ctrl-C (or SIGTERM) stops every child; the
-children also die with the supervisor if it is killed outright (PR_SET_PDEATHSIG), so nothing is
-left orphaned.
+daphne + a Celery worker + Celery beat as children, while the pinned agent CLIs are installed
+in the background (each step logged; a clear line when node or npm is missing). Ctrl-C (or
+SIGTERM) stops every child; the children also die with the supervisor if it is killed outright
+(PR_SET_PDEATHSIG), so nothing is left orphaned.
 """
 
 from __future__ import annotations
@@ -16,6 +17,7 @@ import signal
 import socket
 import subprocess
 import sys
+import threading
 import time
 import urllib.request
 from pathlib import Path
@@ -85,6 +87,23 @@ def _collect_static(settings) -> None:
         return
     call_command("collectstatic", interactive=False, verbosity=0)
     stamp.write_text(digest.hexdigest())
+
+
+def install_agent_clis(echo=None) -> list[str]:
+    """The platform's agent CLIs at their pinned versions (sessions/agents/installs.py): what a
+    missing one needs is installed, each is checked with the platform's node, and every step is
+    said on stdout. Returns the problems (a session with that runtime fails until they are fixed;
+    `manage.py inspect doctor` says the same)."""
+    from sessions.agents import installs
+
+    def say(line: str) -> None:
+        print(line, flush=True)
+
+    try:
+        return installs.install_pinned(echo or say)
+    except Exception as exc:  # never take the system down: the web UI and other runtimes work
+        (echo or say)(f"agent CLIs: the start-up install failed: {exc}")
+        return [str(exc)]
 
 
 def _wait_healthy(url: str, children: dict[str, subprocess.Popen], timeout: float = 60) -> None:
@@ -162,6 +181,9 @@ def run() -> int:
         call_command("migrate", interactive=False, verbosity=0)
         _collect_static(settings)
         call_command("ensure_admin")
+        # In the background: the web UI is up at once; a session of a CLI runtime started before
+        # its install ends installs it itself (sessions/runner.py) or says what is wrong.
+        threading.Thread(target=install_agent_clis, name="agent-clis", daemon=True).start()
 
         python = sys.executable
         commands = {

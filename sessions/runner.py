@@ -474,6 +474,7 @@ class TurnRunner:
             approvals=SessionApprovals(session, prompt),
             conversation=conversations.load(session),
             images=conversations.prompt_images(prompt),
+            options=self._agent_options(),
         )
         stopped_by: list[str] = []
         finished = threading.Event()
@@ -527,6 +528,34 @@ class TurnRunner:
         if self.lease.lost.is_set():
             raise LeaseLost()
         return stopped_by[0] if stopped_by else ""
+
+    def _agent_options(self) -> dict:
+        """A CLI runtime's version: the recipe's pin (`[agents]`) or the platform's, installed on
+        this worker and startable with the platform's node — else the turn fails naming the
+        runtime and version, in the words `inspect doctor` uses."""
+        from sessions.agents import installs
+
+        agent = self.session.agent
+        if agent not in installs.PINNED:
+            return {}
+        snapshot = self.session.snapshot
+        pins = dict(recipe_of(snapshot).agents) if snapshot is not None else {}
+        version = pins.get(agent) or installs.PINNED[agent].version
+        if sandbox_backend().name == "modal":
+            if version != installs.PINNED[agent].version:
+                raise AgentError(
+                    f"{installs.PINNED[agent].label} {version} ({agent}) is pinned by the "
+                    "recipe, but the Modal image carries only the platform's version "
+                    f"{installs.PINNED[agent].version}"
+                )
+            return {}
+        try:
+            # A recipe's pin is installed when its snapshot is built; one somehow missing on this
+            # worker is installed now (on the host: the sandbox needs no npm egress).
+            installs.ready(agent, version, install_missing=agent in pins)
+        except installs.InstallError as exc:
+            raise AgentError(str(exc)) from None
+        return {"agent_versions": pins} if pins else {}
 
     def _audit_agent_process(self, command: str, done, started: float) -> None:
         """The agent's own process is audited like any sandbox command (its output is already

@@ -40,11 +40,13 @@ def _build(name: str) -> SandboxBackend:
             raise BackendUnavailable(
                 "the modal backend needs MODAL_TOKEN_ID and MODAL_TOKEN_SECRET to be set"
             )
+        from sessions.agents.installs import modal_image_commands
         from snapshots.sandbox.modal_backend import ModalBackend
 
         return ModalBackend(
             token_id=settings.MODAL_TOKEN_ID,
             token_secret=settings.MODAL_TOKEN_SECRET,
             app_name=settings.MODAL_APP_NAME,
+            agent_commands=modal_image_commands(),  # the same pinned CLIs at the same path
         )
     raise BackendUnavailable(f"unknown sandbox backend {name!r}; use 'local' or 'modal'")

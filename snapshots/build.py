@@ -151,6 +151,7 @@ def _build(repository: Repository, branch: str, build_log: BuildLog) -> Snapshot
         # Read without following links: a committed link must not make the worker read the host.
         snapshot.recipe_toml = repository.recipe_override or read_recipe_file(workspace)
         snapshot.lockfile_hashes = lockfile_hashes(workspace, LOCKFILE_PATTERNS)
+        _install_agent_pins(recipe, build_log, backend.name)
         base_ref = backend.snapshot_from_directory(
             str(workspace), labels={"repository": repository.name}
         )
@@ -229,6 +230,30 @@ def _build(repository: Repository, branch: str, build_log: BuildLog) -> Snapshot
                 log.warning("could not delete intermediate snapshot %s: %s", ref, exc)
         shutil.rmtree(workdir, ignore_errors=True)
     return snapshot
+
+
+def _install_agent_pins(recipe, build_log: BuildLog, backend_name: str) -> None:
+    """The agent CLI versions the recipe pins, installed on this worker (by npm, beside the
+    platform's pinned ones) — never in the sandbox, which needs no egress to the npm registry."""
+    from sessions.agents import installs
+
+    for runtime, version in recipe.agents:
+        if backend_name == "modal":
+            if version != installs.PINNED[runtime].version:
+                raise BuildFailed(
+                    f"agents.{runtime} = {version!r}: the Modal backend's image carries only "
+                    f"the platform's version {installs.PINNED[runtime].version}"
+                )
+            continue
+        build_log.write(f"$ install agent CLI {installs.PINNED[runtime].package}@{version}")
+        try:
+            installs.ready(runtime, version, install_missing=True)
+        except installs.InstallError as exc:
+            raise BuildFailed(f"agents.{runtime} = {version!r}: {exc}") from None
+        build_log.write(
+            f"{runtime} {version} is installed on the worker at "
+            f"{installs.install_dir(runtime, version)}"
+        )
 
 
 def _secret_env(repository: Repository) -> dict[str, str]:

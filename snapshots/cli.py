@@ -60,7 +60,14 @@ def register(areas, command) -> None:
     run.add_argument("--branch")
     run.add_argument("argv", nargs="+", metavar="CMD")
 
-    sub(areas, "doctor", doctor, "what this machine's sandbox backend can do")
+    checkup = sub(
+        areas, "doctor", doctor, "what this machine's sandbox backend and agent runtimes can do"
+    )
+    checkup.add_argument(
+        "--install-agents",
+        action="store_true",
+        help="install the agent CLIs (the platform's pinned versions and those recipes pin) first",
+    )
 
 
 def _repository(name: str) -> Repository:
@@ -248,10 +255,20 @@ def sandbox_exec(command, options) -> int:
 
 
 def doctor(command, options) -> int:
+    from sessions.agents import doctor as agents_doctor
     from snapshots.backends import sandbox_backend
 
+    failed = []
+    if options.get("install_agents"):
+        command.stdout.write("installing agent CLIs:")
+        failed = agents_doctor.install_agents(lambda line: command.stdout.write(f"  {line}"))
     backend = sandbox_backend()
     command.stdout.write(f"sandbox backend: {backend.name}")
     for line in backend.doctor():
         command.stdout.write(f"  {line}")
-    return 0
+    command.stdout.write("agent runtimes:")
+    for line in agents_doctor.runtime_lines():
+        command.stdout.write(f"  {line}")
+    for failure in failed:
+        command.stderr.write(f"inspect doctor: could not install {failure}")
+    return 1 if failed else 0

@@ -72,10 +72,13 @@ class Recipe:
     ui: tuple[str, ...] = ()
     egress: NetworkPolicy = field(default_factory=NetworkPolicy)
     refresh_minutes: int = 30
+    # Agent CLI versions the repository pins (`[agents]`, e.g. codex = "0.170.0"): installed by
+    # the platform on the worker when the snapshot is built, run by its sessions' turns.
+    agents: tuple[tuple[str, str], ...] = ()
     source: str = "default"  # where it came from: the repository file, the dashboard, or default
 
 
-_KEYS = {"setup", "start", "verify", "preview", "ui", "egress", "refresh_minutes"}
+_KEYS = {"setup", "start", "verify", "preview", "ui", "egress", "refresh_minutes", "agents"}
 
 
 def _commands(data: dict, key: str, where: str) -> tuple[str, ...]:
@@ -165,6 +168,38 @@ def _preview(data: dict, where: str) -> Preview:
     )
 
 
+def _agents(data: object, where: str) -> tuple[tuple[str, str], ...]:
+    """`[agents]`: runtime = "version" pins, checked the way the platform installs them."""
+    from sessions.agents import installs
+
+    known = ", ".join(sorted(installs.PINNED))
+    if not isinstance(data, dict):
+        raise RecipeError(
+            f"{where}: 'agents' must be a table of runtime = \"version\" pins, like "
+            f'[agents] codex = "{installs.PINNED["codex"].version}" (runtimes: {known})'
+        )
+    pins = []
+    for runtime, version in sorted(data.items()):
+        if runtime not in installs.PINNED:
+            raise RecipeError(
+                f"{where}: unknown key agents.{runtime}; a recipe may pin the agent CLIs {known}"
+            )
+        example = installs.PINNED[runtime].version
+        if not isinstance(version, str):
+            raise RecipeError(
+                f'{where}: agents.{runtime} must be a version string like "{example}"'
+            )
+        try:
+            installs.check_version(runtime, version)
+        except installs.InstallError as exc:
+            raise RecipeError(
+                f"{where}: agents.{runtime}: {exc} (a release of {installs.PINNED[runtime].package}"
+                f' on npm, e.g. "{example}", the version the platform pins)'
+            ) from None
+        pins.append((runtime, version))
+    return tuple(pins)
+
+
 def parse_recipe(text: str, *, where: str = RECIPE_PATH) -> Recipe:
     """Parse recipe TOML. Raises RecipeError with the location of the problem."""
     try:
@@ -204,6 +239,7 @@ def parse_recipe(text: str, *, where: str = RECIPE_PATH) -> Recipe:
         ui=tuple(ui),
         egress=policy,
         refresh_minutes=refresh,
+        agents=_agents(data.get("agents", {}), where),
         source=where,
     )
 

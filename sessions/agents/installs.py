@@ -203,7 +203,14 @@ def status(runtime: str, version: str | None = None) -> CliStatus:
     cli = PINNED[runtime]
     version = version or cli.version
     if not is_installed(runtime, version):
-        return CliStatus(runtime, cli.label, version, False, "not installed")
+        return CliStatus(
+            runtime,
+            cli.label,
+            version,
+            False,
+            f"{cli.label} {version} is not installed on this platform "
+            "(`manage.py inspect doctor --install-agents` installs it)",
+        )
     problem = node_problem(runtime, version)
     if problem:
         return CliStatus(runtime, cli.label, version, False, problem)
@@ -223,3 +230,101 @@ def status(runtime: str, version: str | None = None) -> CliStatus:
             runtime, cli.label, version, False, f"exits {ran.returncode} on --version: {first}"
         )
     return CliStatus(runtime, cli.label, version, True, first)
+
+
+def ready(runtime: str, version: str | None = None, *, install_missing: bool = False) -> str:
+    """The version of `runtime` a turn runs, checked the way `doctor` checks it: installed (or
+    installed now, with `install_missing`) and startable with the platform's node. InstallError
+    naming the runtime and its version otherwise — the turn fails with the words doctor says."""
+    cli = PINNED[runtime]
+    version = check_version(runtime, version or cli.version)
+    if not is_installed(runtime, version):
+        if not install_missing:
+            raise InstallError(
+                f"{cli.label} {version} is not installed on this platform ({runtime}): run "
+                "`manage.py inspect doctor --install-agents`"
+            )
+        try:
+            install(runtime, version)
+        except InstallError as exc:
+            raise InstallError(f"{cli.label} {version} ({runtime}): {exc}") from None
+    problem = node_problem(runtime, version)
+    if problem:
+        raise InstallError(f"{cli.label} {version} ({runtime}) does not start: {problem}")
+    return version
+
+
+def describe(cli_status: CliStatus) -> str:
+    """One line for `doctor`: the runtime, its version and whether it works."""
+    if cli_status.ok:
+        return f"{cli_status.runtime} {cli_status.version}: works ({cli_status.detail})"
+    return f"{cli_status.runtime} {cli_status.version}: NOT usable: {cli_status.detail}"
+
+
+def tools_problem() -> str:
+    """What stops this machine from installing the CLIs at all ('' if nothing)."""
+    missing = []
+    if shutil.which("node", path="/usr/bin:/bin") is None:
+        missing.append(("node", "nodejs"))
+    if shutil.which("npm") is None:
+        missing.append(("npm", "npm"))
+    if not missing:
+        return ""
+    names = " and ".join(name for name, _ in missing)
+    return (
+        f"{names} {'is' if len(missing) == 1 else 'are'} not installed on this machine, so the "
+        "agent CLIs cannot be installed (Debian packages: "
+        f"{' '.join(package for _, package in missing)}; `make run` installs them as root)"
+    )
+
+
+def install_pinned(echo=print) -> list[str]:
+    """What `make run` does at start-up (in the background, so the web UI is up at once):
+    install every pinned CLI that is missing and check it starts, saying each step through
+    `echo`. Returns the problems found, one line each (empty when every CLI works)."""
+    problem = tools_problem()
+    if problem:
+        echo(f"agent CLIs: {problem}")
+        return [problem]
+    problems = []
+    for runtime, cli in PINNED.items():
+        if not is_installed(runtime, cli.version):
+            where = install_dir(runtime, cli.version)
+            echo(f"agent CLIs: installing {cli.package}@{cli.version} into {where}")
+        try:
+            install(runtime, cli.version)
+        except (InstallError, OSError) as exc:
+            problems.append(f"{runtime} {cli.version}: {exc}")
+            echo(f"agent CLIs: {runtime} {cli.version} NOT installed: {exc}")
+            continue
+        found = status(runtime, cli.version)
+        echo(f"agent CLIs: {describe(found)}")
+        if not found.ok:
+            problems.append(describe(found))
+    return problems
+
+
+def modal_image_commands(node_version: str = "20.19.5") -> list[str]:
+    """The shell commands that give a Modal image the same CLIs at the same path: node (the
+    official build, the major the platform tests with), each pinned CLI in a directory of its
+    own under AGENT_TOOLS_MOUNT, and `bin/` links to the pinned versions."""
+    tools = AGENT_TOOLS_MOUNT
+    commands = [
+        "apt-get update -qq && apt-get install -y -qq --no-install-recommends ca-certificates "
+        "curl xz-utils >/dev/null",
+        f"curl -fsSL https://nodejs.org/dist/v{node_version}/node-v{node_version}-linux-x64.tar.xz"
+        " | tar -xJ -C /usr/local --strip-components=1 && node --version",
+        f"mkdir -p {tools}/bin",
+    ]
+    for runtime, cli in PINNED.items():
+        commands.append(
+            f"npm install --prefix {tools}/{runtime}/{cli.version} --no-audit --no-fund "
+            f"--loglevel=error {cli.package}@{cli.version}"
+            f" && touch {tools}/{runtime}/{cli.version}/.installed"
+        )
+        commands.append(
+            f"ln -sfn ../{runtime}/{cli.version}/node_modules/.bin/{cli.binary} "
+            f"{tools}/bin/{cli.binary}"
+        )
+    commands.append(f"chmod -R a+rX,go-w {tools}")
+    return commands

@@ -45,6 +45,7 @@ from dataclasses import dataclass
 from typing import Any
 
 from snapshots.sandbox.base import (
+    AGENT_TOOLS_MOUNT,
     WORKSPACE,
     BackendUnavailable,
     Command,
@@ -70,6 +71,8 @@ BACKEND_NAME = "modal"
 DEFAULT_APP_NAME = "inspect-web"
 # Modal refuses sandbox timeouts above 24 hours and requires one (None is for persistent ones).
 MODAL_MAX_LIFETIME_S = 24 * 3600
+# The image's PATH: the platform's agent CLIs first (AGENT_TOOLS_MOUNT/bin), then Debian's.
+MODAL_PATH = f"{AGENT_TOOLS_MOUNT}/bin:/usr/local/sbin:/usr/local/bin:/usr/sbin:/usr/bin:/sbin:/bin"
 TAG_MANAGED = "inspect-web"
 TAG_ID = "inspect-web-id"
 TAG_WALL_SECONDS = "inspect-web-wall-seconds"
@@ -224,12 +227,16 @@ class ModalSDK:
         token_secret: str,
         app_name: str = DEFAULT_APP_NAME,
         base_image: str | None = None,
+        agent_commands: Sequence[str] = (),
         modal_module: Any = None,
     ) -> None:
         if not token_id or not token_secret:
             raise BackendUnavailable("Modal needs both MODAL_TOKEN_ID and MODAL_TOKEN_SECRET")
         self.app_name = app_name
         self.base_image = base_image
+        # Shell commands that install the platform's agent CLIs into the base image, at the
+        # path local sandboxes see them (sessions/agents/installs.modal_image_commands).
+        self.agent_commands = tuple(agent_commands)
         self._token_id = token_id
         self._token_secret = token_secret
         if modal_module is None:
@@ -403,12 +410,17 @@ class ModalSDK:
             return image
 
     def image_base(self) -> Any:
-        """The image of an empty workspace: ``base_image`` (a registry tag) or debian_slim."""
+        """The image of an empty workspace: ``base_image`` (a registry tag) or debian_slim,
+        with the platform's agent CLIs when ``agent_commands`` are given."""
         with self.translated("defining the base image"):
             if self.base_image:
                 base = self._modal.Image.from_registry(self.base_image)
             else:
                 base = self._modal.Image.debian_slim()
+            if self.agent_commands:
+                # Built by Modal's image builder (with its network), never in a sandbox; the
+                # CLIs' bin/ comes first on PATH, as in local sandboxes.
+                base = base.run_commands(*self.agent_commands).env({"PATH": MODAL_PATH})
             # WORKDIR creates /workspace, which Sandbox.create(workdir=...) needs to exist.
             return base.workdir(WORKSPACE)
 
@@ -847,12 +859,17 @@ class ModalBackend(SandboxBackend):
         token_secret: str = "",
         app_name: str = DEFAULT_APP_NAME,
         base_image: str | None = None,
+        agent_commands: Sequence[str] = (),
         idle_timeout: int | None = None,
         snapshot_timeout: int = 300,
         sdk: ModalSDK | None = None,
     ) -> None:
         self.sdk = sdk or ModalSDK(
-            token_id=token_id, token_secret=token_secret, app_name=app_name, base_image=base_image
+            token_id=token_id,
+            token_secret=token_secret,
+            app_name=app_name,
+            base_image=base_image,
+            agent_commands=agent_commands,
         )
         self.idle_timeout = idle_timeout
         self.snapshot_timeout = snapshot_timeout
@@ -986,6 +1003,10 @@ class ModalBackend(SandboxBackend):
             "modal: Limits.pids is not enforced (Modal has no process limit); lifetime is capped "
             f"at {MODAL_MAX_LIFETIME_S // 3600} h",
             "modal: sandbox images need /bin/sh, setsid -w, realpath -m and stty (Debian has them)",
+            "modal: agent CLIs in the image at "
+            f"{AGENT_TOOLS_MOUNT} ({len(self.sdk.agent_commands)} build steps)"
+            if self.sdk.agent_commands
+            else "modal: the image carries no agent CLIs (the CLI runtimes will not start)",
         ]
         try:
             self.sdk.app()

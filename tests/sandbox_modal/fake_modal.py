@@ -424,6 +424,14 @@ class FakeImage:
         child.fs.mkdirs(path)
         return child
 
+    def run_commands(self, *args: Any, **kwargs: Any) -> FakeImage:
+        commands = self.fake.recorder.call("Image.run_commands", *args, **kwargs)["commands"]
+        return self._derive(f"run_commands {list(commands)}")
+
+    def env(self, *args: Any, **kwargs: Any) -> FakeImage:
+        variables = self.fake.recorder.call("Image.env", *args, **kwargs)["vars"]
+        return self._derive(f"env {dict(variables)}")
+
     def add_local_dir(self, *args: Any, **kwargs: Any) -> FakeImage:
         a = self.fake.recorder.call("Image.add_local_dir", *args, **kwargs)
         local_path, remote_path = str(a["local_path"]), str(a["remote_path"])

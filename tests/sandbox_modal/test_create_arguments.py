@@ -120,3 +120,43 @@ def test_modals_own_validation_accepts_what_we_send(backend, fake_modal, network
         cpu=kwargs["cpu"], memory=kwargs["memory"], gpu=None
     )
     assert (resources.milli_cpu_max, resources.memory_mb_max) == (2000, 4096)
+
+
+def test_the_image_carries_the_platforms_pinned_agent_clis_at_the_local_path(fake_modal, tmp_path):
+    """The Modal image is built with the same pinned CLIs, each in a directory of its own under
+    /opt/inspect/agents, and their bin/ links first on PATH (installed by Modal's image builder,
+    never by a sandbox)."""
+    from sessions.agents import installs
+
+    commands = installs.modal_image_commands()
+    sdk = ModalSDK(token_id="t", token_secret="s", agent_commands=commands, modal_module=fake_modal)
+    ModalBackend(sdk=sdk).create(snapshot=None)
+
+    image = fake_modal.recorder.last("Sandbox.create").kwargs["image"]
+    assert image.steps[0] == "debian_slim" and image.steps[-1] == "workdir /workspace"
+    assert image.steps[1] == f"run_commands {commands}"
+    assert image.steps[2] == f"env {{'PATH': '{mb.MODAL_PATH}'}}"
+    assert mb.MODAL_PATH.startswith("/opt/inspect/agents/bin:")
+    script = "\n".join(commands)
+    for runtime, cli in installs.PINNED.items():
+        prefix = f"/opt/inspect/agents/{runtime}/{cli.version}"
+        assert f"npm install --prefix {prefix} " in script
+        assert f" {cli.package}@{cli.version}" in script
+        link = f"../{runtime}/{cli.version}/node_modules/.bin/{cli.binary}"
+        assert f"ln -sfn {link} /opt/inspect/agents/bin/{cli.binary}" in script
+    assert "nodejs.org/dist/v20." in script  # the node major the pinned versions are tested on
+    # A snapshot of a repository is built on the same base, so every sandbox has them.
+    (tmp_path / "README.md").write_text("hi\n")
+    ref = ModalBackend(sdk=sdk).snapshot_from_directory(str(tmp_path))
+    assert fake_modal.images[ref.ref].steps[:3] == image.steps[:3]
+    assert any("agent CLIs in the image" in line for line in ModalBackend(sdk=sdk).doctor())
+
+
+def test_the_configured_modal_backend_builds_its_image_with_the_pinned_clis(settings):
+    from snapshots import backends
+
+    settings.MODAL_TOKEN_ID, settings.MODAL_TOKEN_SECRET = "ak-x", "as-x"
+    backend = backends._build("modal")
+    from sessions.agents import installs
+
+    assert backend.sdk.agent_commands == tuple(installs.modal_image_commands())

@@ -39,9 +39,11 @@ SDK_CALLS = {
     "Image.add_local_dir",
     "Image.build",
     "Image.debian_slim",
+    "Image.env",
     "Image.from_id",
     "Image.from_registry",
     "Image.hydrate",
+    "Image.run_commands",
     "Image.workdir",
     "Sandbox.create",
     "Sandbox.exec",
@@ -120,6 +122,7 @@ def exercise_everything(fake_modal, sdk, backend, tmp_path):
     backend.list_sandboxes()
     backend.doctor()
     sdk.base_image = "python:3.11-slim"
+    sdk.agent_commands = ("npm install --prefix /opt/inspect/agents/x/1.0.0 x@1.0.0",)
     sdk.image_base()
     backend.delete_snapshot(ref)
     sandbox.terminate()
