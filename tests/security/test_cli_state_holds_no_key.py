@@ -33,9 +33,7 @@ def codex(route_url: str) -> CodexAgent:
 
 
 @pytest.mark.parametrize("make_agent", [claude_code, codex], ids=["claude-code", "codex"])
-def test_a_key_the_agent_printed_is_not_kept_in_the_cli_state(
-    tmp_path, platform_clis, make_agent
-):
+def test_a_key_the_agent_printed_is_not_kept_in_the_cli_state(tmp_path, platform_clis, make_agent):
     with standin_sandboxes(tmp_path, platform_clis) as sandboxes:
         box = sandboxes.create({"README.md": "# widgets\n"})
         conversation = Conversation()
@@ -45,7 +43,5 @@ def test_a_key_the_agent_printed_is_not_kept_in_the_cli_state(
         ran = [r.reply.get("command") for r in sandboxes.standin.model_requests()]
         assert any(command and command.startswith("env;") for command in ran), ran
         assert conversation.resume_id  # there is a conversation to keep
-        found = box.run(
-            ["grep", "-rlF", STANDIN_KEY, "/workspace", "/tmp", "/var/tmp"], timeout=60
-        )
+        found = box.run(["grep", "-rlF", STANDIN_KEY, "/workspace", "/tmp", "/var/tmp"], timeout=60)
         assert found.exit_code == 1, f"the key is kept in: {found.stdout}"
