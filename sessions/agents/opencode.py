@@ -9,7 +9,16 @@ StepFinishPart):
 * ``text`` / ``reasoning``: ``part.text``
 * ``tool_use``: ``part.tool``, ``part.callID``, ``part.state {status: completed | error, input,
   output | error, title}``, emitted once the tool has finished
-* ``error``: ``error {name, data: {message}}``; newer versions end with ``done``
+* ``error``: ``error {name, data: {message, statusCode}}`` (the API's own words); the CLI then
+  exits 1. There is no closing event: the process's exit ends the turn.
+
+Configuration (checked against opencode-ai 1.18.33): everything is in OPENCODE_CONFIG_CONTENT —
+the platform's providers with their base URLs (OpenCode's convention includes ``/v1``), keys by
+``{env:…}`` reference, the model declared under its provider and chosen with ``--model``. The
+repository's own opencode.json / .opencode/ are not read (OPENCODE_DISABLE_PROJECT_CONFIG), so
+they cannot redirect the key; the instructions file is named in the config instead. Sessions
+live in XDG_DATA_HOME under the state directory and continue with ``--session <id>``; the
+prompt comes on stdin; images are attached with ``--file``.
 """
 
 from __future__ import annotations
