@@ -253,7 +253,9 @@ class OpenCodeAgent(CliAgent):
         cost = model_cost(model)
         if cost:
             declared["cost"] = cost
-        self.priced = bool(cost) or provider == ANTHROPIC  # OpenCode knows Anthropic's prices
+        # Without a price of ours, OpenCode's own (models.dev) may still give a cost; a cost of
+        # 0 is then reported as unknown.
+        self.priced = bool(cost)
         entry.setdefault("models", {})[model] = declared
         config["model"] = config["small_model"] = f"{provider}/{model}"
         self.model = model
