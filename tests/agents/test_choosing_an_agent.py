@@ -65,7 +65,52 @@ def test_cli_agents_get_only_their_own_key(no_keys):
     assert get_runtime("claude-code").process_env["ANTHROPIC_API_KEY"] == MODEL_KEY
     assert "CODEX_API_KEY" not in get_runtime("claude-code").process_env
     assert get_runtime("codex").process_env == {"CODEX_API_KEY": "sk-openai-0123456789"}
-    assert set(get_runtime("opencode").process_env) == {"OPENAI_API_KEY", "ANTHROPIC_API_KEY"}
+    opencode_env = get_runtime("opencode").process_env
+    keys = {name for name in opencode_env if name.endswith("_KEY")}
+    assert keys == {"OPENAI_API_KEY", "ANTHROPIC_API_KEY"}
+    assert MODEL_KEY not in opencode_env["OPENCODE_CONFIG_CONTENT"]  # "{env:…}" references
+
+
+def test_opencode_is_configured_for_the_platforms_providers_and_the_sessions_model(no_keys):
+    """OpenCode's whole configuration is in its environment: each configured provider with
+    its base URL (OpenCode's /v1 convention) and key reference, the model declared under its
+    provider (so the API, not OpenCode, judges the name), nothing from the repository."""
+    import json
+
+    no_keys.ANTHROPIC_API_KEY = MODEL_KEY
+    no_keys.ANTHROPIC_BASE_URL = "http://anthropic.internal:8080"
+    no_keys.LLM_API_KEY = "sk-openai-0123456789"
+    no_keys.LLM_BASE_URL = "http://llm.internal:8000/v1"
+
+    def config(model=""):
+        runtime = get_runtime("opencode", model=model)
+        return json.loads(runtime.process_env["OPENCODE_CONFIG_CONTENT"]), runtime.process_env
+
+    default, env = config()
+    assert env["OPENCODE_DISABLE_PROJECT_CONFIG"] == env["OPENCODE_DISABLE_MODELS_FETCH"] == "1"
+    assert default["provider"]["anthropic"]["options"] == {
+        "baseURL": "http://anthropic.internal:8080/v1",
+        "apiKey": "{env:ANTHROPIC_API_KEY}",
+    }
+    assert default["provider"]["inspect-llm"]["options"] == {
+        "baseURL": "http://llm.internal:8000/v1",
+        "apiKey": "{env:OPENAI_API_KEY}",
+    }
+    assert default["provider"]["inspect-llm"]["npm"] == "@ai-sdk/openai-compatible"
+    # Both configured: the OpenAI-compatible endpoint is the default, as for the builtin agent.
+    assert default["model"] == default["small_model"] == "inspect-llm/gpt-4.1"
+    assert default["enabled_providers"] == ["anthropic", "inspect-llm"]
+    claude, _ = config("claude-opus-4-1")
+    assert claude["model"] == "anthropic/claude-opus-4-1"
+    assert "claude-opus-4-1" in claude["provider"]["anthropic"]["models"]
+    assert config("anthropic/claude-nope")[0]["model"] == "anthropic/claude-nope"
+    assert config("openai/qwen3-coder")[0]["model"] == "inspect-llm/qwen3-coder"
+    no_keys.LLM_PROVIDER = "anthropic"
+    assert config()[0]["model"] == "anthropic/claude-sonnet-4-5"
+    no_keys.LLM_API_KEY = ""
+    no_keys.LLM_BASE_URL = "https://api.openai.com/v1"
+    with pytest.raises(AgentError, match="no openai provider configured"):
+        get_runtime("opencode", model="openai/gpt-4.1")
 
 
 def test_turn_limits_come_from_the_settings(settings):

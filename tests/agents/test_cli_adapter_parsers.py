@@ -162,7 +162,10 @@ def test_a_failed_codex_turn_is_reported_in_codex_words():
 
 
 def test_opencode_run_json_becomes_tool_calls_edits_messages_and_usage():
-    events = parse(OpenCodeParser(), cli_streams.OPENCODE)
+    parser = OpenCodeParser()
+    events = parse(parser, cli_streams.OPENCODE)
+    assert parser.resume_id == "ses_1ea551140ffedVQFo35xGxPtJ8"  # continued with --session
+    assert parser.failure == "OpenCode: Invalid API key (HTTP 401)"
     assert events == [
         ("reasoning", {"text": "Find the greeting."}),
         ("tool_call", {"id": "call_7Hk2", "name": "edit",
@@ -177,8 +180,37 @@ def test_opencode_run_json_becomes_tool_calls_edits_messages_and_usage():
         ("message", {"text": "greet now says Hello."}),
         ("usage", {"provider": "opencode", "model": None, "input_tokens": 19153,
                    "output_tokens": 150, "cost_usd": 0.0042, "reason": "stop"}),
-        ("error", {"message": "OpenCode: Invalid API key"}),
+        ("error", {"message": "OpenCode: Invalid API key (HTTP 401)"}),
     ]  # fmt: skip
+
+
+def test_opencode_cost_of_a_model_it_has_no_price_for_is_unknown_not_free():
+    """Canned parser edge case: OpenCode reports cost 0 for a model without a price."""
+    finish = {
+        "type": "step_finish",
+        "sessionID": "ses_1",
+        "part": {
+            "type": "step-finish",
+            "reason": "length",
+            "cost": 0,
+            "tokens": {"input": 10, "output": 5, "reasoning": 0, "cache": {"read": 0, "write": 0}},
+        },
+    }
+    assert parse(OpenCodeParser(model="qwen3-coder", priced=False), [finish]) == [
+        (
+            "usage",
+            {
+                "provider": "opencode",
+                "model": "qwen3-coder",
+                "input_tokens": 10,
+                "output_tokens": 5,
+                "cost_usd": None,
+                "reason": "length",
+            },
+        ),
+        ("notice", {"message": "OpenCode: the model stopped at its output limit"}),
+    ]
+    assert parse(OpenCodeParser(model="gpt-4.1"), [finish])[0][1]["cost_usd"] == 0
 
 
 def test_lines_that_are_not_json_objects_are_kept_as_output():
