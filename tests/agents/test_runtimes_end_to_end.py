@@ -48,6 +48,7 @@ class Case:
     model: str
     provider: str = "openai"  # what INSPECT_LLM_PROVIDER says
     refused_words: str = ""  # the provider's own words for an unknown model
+    refused_model: str = "no-such-model"
 
 
 ANTHROPIC_REFUSAL = "model: no-such-model"
@@ -64,6 +65,14 @@ CASES = {
         "issue with the selected model (no-such-model)",
     ),
     "codex": Case("codex", "gpt-5-codex", "openai", OPENAI_REFUSAL),
+    "opencode-openai": Case("opencode", "gpt-4.1", "openai", OPENAI_REFUSAL),
+    "opencode-anthropic": Case(
+        "opencode",
+        "claude-sonnet-4-5",
+        "anthropic",
+        ANTHROPIC_REFUSAL,
+        refused_model="anthropic/no-such-model",
+    ),
     "command": Case("command", ""),
 }
 MODEL_DRIVEN = [name for name, case in CASES.items() if case.agent != "command"]
@@ -198,7 +207,7 @@ def test_a_model_the_provider_does_not_know_fails_the_turn_with_the_providers_wo
     _, route = model_repo
     case = CASES[name]
     configure(settings, case, route, standin)
-    summary = start(inspect_cli, case, FIRST, "--model", "no-such-model")
+    summary = start(inspect_cli, case, FIRST, "--model", case.refused_model)
     assert summary["state"] == "failed"
     assert case.refused_words in summary["error"], summary["error"]
     errors = [e["message"] for e in events(summary["id"], "error")]
