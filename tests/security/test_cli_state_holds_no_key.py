@@ -12,6 +12,7 @@ import pytest
 from sessions.agents.base import Author, Conversation, Turn
 from sessions.agents.claude_code import ClaudeCodeAgent
 from sessions.agents.codex import CodexAgent
+from sessions.agents.opencode import OpenCodeAgent
 from tests.agents.standin_sandbox import STANDIN_KEY, standin_sandboxes
 
 pytestmark = pytest.mark.skipif(os.geteuid() != 0, reason="the local backend needs root")
@@ -32,8 +33,23 @@ def codex(route_url: str) -> CodexAgent:
     )
 
 
-@pytest.mark.parametrize("make_agent", [claude_code, codex], ids=["claude-code", "codex"])
-def test_a_key_the_agent_printed_is_not_kept_in_the_cli_state(tmp_path, platform_clis, make_agent):
+def opencode(route_url: str) -> OpenCodeAgent:
+    from django.conf import settings
+
+    from sessions.agents.opencode import process_env
+
+    settings.ANTHROPIC_API_KEY = STANDIN_KEY
+    settings.ANTHROPIC_BASE_URL = route_url
+    settings.LLM_API_KEY = ""
+    return OpenCodeAgent(env=process_env(), model="anthropic/claude-sonnet-4-5")
+
+
+@pytest.mark.parametrize(
+    "make_agent", [claude_code, codex, opencode], ids=["claude-code", "codex", "opencode"]
+)
+def test_a_key_the_agent_printed_is_not_kept_in_the_cli_state(
+    tmp_path, platform_clis, make_agent, settings
+):
     with standin_sandboxes(tmp_path, platform_clis) as sandboxes:
         box = sandboxes.create({"README.md": "# widgets\n"})
         conversation = Conversation()
