@@ -40,6 +40,8 @@ STATE_ROOT = WORKSPACE + "/.git/inspect-agent"
 # Environment names that hold credentials (the agent's own secrets are all masked too).
 SECRET_NAME_RE = re.compile(r"KEY|TOKEN|SECRET|PASSWORD|CREDENTIAL", re.I)
 MIN_SECRET_LENGTH = 8
+# Terminal colours some CLIs print even on a pipe.
+ANSI_RE = re.compile(r"\x1b\[[0-9;?]*[A-Za-z]")
 # Runs in the sandbox: masks the secrets given as INSPECT_SCRUB_* in every file under argv.
 SCRUB = r"""
 import os, sys
@@ -318,7 +320,7 @@ class CliAgent(AgentRuntime):
             )
         if not parser.recognised and exit_code == 0:
             return f"{who} printed no events this adapter recognises"
-        tail = self._stderr_tail.strip().splitlines()
+        tail = ANSI_RE.sub("", self._stderr_tail).strip().splitlines()
         said = f": {tail[-1][:300]}" if tail else ""
         return f"{who} exited with status {exit_code}{said}"
 

@@ -34,6 +34,10 @@ from snapshots.sandbox import WORKSPACE, SandboxError
 EDIT_TOOLS = {"edit": "edit", "multiedit": "edit", "write": "write", "patch": "edit"}
 
 
+# What OpenCode prints (stderr, exit 1) for a --session it does not have.
+LOST_SESSION = "Session not found"
+
+
 class OpenCodeParser(StreamParser):
     """`priced`: whether OpenCode knows the model's price; when it does not, its cost of 0 is
     reported as unknown (None), never as free."""
@@ -280,9 +284,31 @@ class OpenCodeAgent(CliAgent):
         ]
 
     def run(self, turn: Turn) -> Iterator[AgentEvent]:
+        """A turn; one whose earlier session OpenCode no longer has (its state did not survive
+        the restore) says so and starts a new session instead."""
         if self.config and "cli_binary" not in turn.options:
             self._prepare(turn)
-        yield from super().run(turn)
+        if not turn.conversation.resume_id:
+            yield from super().run(turn)
+            return
+        held: list[AgentEvent] = []
+        for event in super().run(turn):
+            if event.kind in ("error", "done"):
+                held.append(event)  # decided once the CLI has exited: lost session or not
+            else:
+                yield event
+        if not self._stopped.is_set() and LOST_SESSION in self._stderr_tail:
+            yield AgentEvent(
+                "notice",
+                {
+                    "message": "could not resume the earlier conversation: OpenCode has no "
+                    f"session {turn.conversation.resume_id}; starting a new one"
+                },
+            )
+            turn.conversation.resume_id = ""
+            yield from super().run(turn)
+            return
+        yield from held
 
     def _prepare(self, turn: Turn) -> None:
         """Per turn: the repository's instructions file (OpenCode no longer looks for it, as

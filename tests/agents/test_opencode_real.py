@@ -131,3 +131,18 @@ def test_images_on_the_prompt_reach_the_model(world):
     # The attachment is not left in the repository's working tree.
     status = box.run(["git", "status", "--porcelain"], timeout=30)
     assert status.exit_code == 0 and "png" not in status.stdout
+
+
+def test_a_session_whose_state_was_lost_starts_a_new_one_and_says_so(world):
+    provider, standin, _, box = world
+    conversation = Conversation(resume_id="ses_0123456789abcdefGHIJKLMNOP")
+    events = list(
+        get_runtime("opencode").run(turn(box, "create notes.txt with hello", ADA, conversation))
+    )
+    assert "failed" not in events[-1].data, summary(events)
+    notices = [e.data["message"] for e in events if e.kind == "notice"]
+    assert any(n.startswith("could not resume the earlier conversation") for n in notices)
+    assert [e for e in events if e.kind == "error"] == []
+    assert box.read_file("notes.txt") == b"hello\n"
+    assert conversation.resume_id.startswith("ses_")
+    assert conversation.resume_id != "ses_0123456789abcdefGHIJKLMNOP"
