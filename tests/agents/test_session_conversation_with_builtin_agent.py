@@ -114,3 +114,50 @@ def test_a_second_user_follows_up_on_the_earlier_turns_and_undoes_the_last_one(
     authors = [m["author"]["username"] for m in stored.messages if m.get("author")]
     assert authors == ["grace", "alan", "alan"]
     assert KEY not in json.dumps(stored.messages)
+
+
+def test_an_image_attached_on_the_new_task_page_reaches_the_model_as_an_image(
+    ready_repo, team, standin, provider
+):
+    """Through the New task form and the runner: the upload goes to the model as an image
+    block of its API (its link stays in the prompt's text)."""
+    import base64
+
+    from django.core.files.uploadedfile import SimpleUploadedFile
+    from django.test import Client
+    from django.urls import reverse
+
+    from sessions.models import Session
+    from sessions.runner import drive_session
+    from tests.dashboard.test_new_task import PNG
+
+    client = Client()
+    client.force_login(team.engineer)
+    answer = client.post(
+        reverse("sessions:new"),
+        {"repository": team.repository.pk, "agent": "builtin",
+         "prompt": "create notes.txt with hello",
+         "images": SimpleUploadedFile("mock up.png", PNG, content_type="image/png")},
+    )  # fmt: skip
+    assert answer.status_code == 302, answer.content.decode()
+    session = Session.objects.get(repository=team.repository)
+    drive_session(session.pk)
+
+    first = standin.requests_with_tools()[0]
+    data = base64.b64encode(PNG).decode()
+    blocks = [
+        block
+        for message in first.body["messages"]
+        if isinstance(message.get("content"), list)
+        for block in message["content"]
+    ]
+    if provider == "anthropic":
+        images = [b for b in blocks if b.get("type") == "image"]
+        assert images and images[0]["source"] == {
+            "type": "base64", "media_type": "image/png", "data": data,
+        }  # fmt: skip
+    else:
+        images = [b for b in blocks if b.get("type") == "image_url"]
+        assert images and images[0]["image_url"]["url"] == f"data:image/png;base64,{data}"
+    assert "/sessions/attachments/" in first.text()  # the link too
+    assert Session.objects.get(pk=session.pk).state != "failed"
