@@ -210,6 +210,9 @@ class ClaudeCodeAgent(CliAgent):
             "claude", "-p", "--output-format", "stream-json", "--verbose",
             "--dangerously-skip-permissions", "--setting-sources", "", "--strict-mcp-config",
             "--max-turns", str(turn.limits.steps),
+            # The turn's cost limit enforced by Claude Code itself, between its API calls (its
+            # usage reaches us only in the final result).
+            "--max-budget-usd", f"{turn.limits.cost_usd:g}",
         ]  # fmt: skip
         if turn.images:
             argv += ["--input-format", "stream-json"]

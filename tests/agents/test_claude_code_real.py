@@ -179,6 +179,19 @@ def test_usage_names_the_model_and_counts_tokens_and_cost(sandboxes):
     assert usage["cost_usd"] == pytest.approx(expected, rel=1e-6)
 
 
+def test_the_turns_cost_limit_stops_claude_code_after_the_call_that_crossed_it(sandboxes):
+    from sessions.agents.base import TurnLimits
+
+    box = sandboxes.create({"README.md": "# widgets\n"})
+    turn = Turn(box, "create notes.txt with hello", ADA, limits=TurnLimits(cost_usd=0.01))
+    events = run(agent(sandboxes), turn)
+    # The first call (the tool call) already costs more: no second one is made.
+    assert len(sandboxes.standin.requests_with_tools()) == 1
+    limits = [e.data for e in events if e.kind == "error" and e.data.get("limit")]
+    assert limits and limits[0]["limit"] == "cost", [(e.kind, e.data) for e in events]
+    assert "its limit is $0.01" in limits[0]["message"]
+
+
 def test_images_reach_the_model_as_image_blocks(sandboxes):
     box = sandboxes.create({"README.md": "# widgets\n"})
     turn = Turn(

@@ -73,9 +73,8 @@ def test_claude_code_gets_the_prompt_on_stdin_and_its_key_in_its_environment_onl
     outputs = [o["text"] for o in of_kind(events, "output")]
     assert outputs[0] == (
         "argv: -p --output-format stream-json --verbose --dangerously-skip-permissions "
-        "--setting-sources  --strict-mcp-config "
-        "--max-turns 50 --model claude-sonnet-4-5 --append-system-prompt Run `sh check.sh` "
-        "before finishing."
+        "--setting-sources  --strict-mcp-config --max-turns 50 --max-budget-usd 5 "
+        "--model claude-sonnet-4-5 --append-system-prompt Run `sh check.sh` before finishing."
     )
     assert outputs[1] == (
         "prompt: Request from Ada Engineer (engineer)://make greet say Hello; key: [redacted]"
