@@ -133,16 +133,6 @@ def record(
     return entry
 
 
-def record_for_session(session_id: int, action: str, **kwargs: Any) -> AuditEntry | None:
-    """`record` for a session by id (from code that holds no Session object)."""
-    from sessions.models import Session
-
-    session = Session.objects.select_related("repository").filter(pk=session_id).first()
-    if session is None:
-        return None
-    return record(action, session=session, **kwargs)
-
-
 @dataclass(frozen=True)
 class Problem:
     seq: int | None

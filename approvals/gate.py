@@ -1,7 +1,7 @@
 """The approval gate (DESIGN.md invariant 4): request, decide, execute — each once.
 
 - `request_approval` records a pending request (idempotent by key), tells the session's viewers
-  and audits it. `require_approval` does so only when the repository's policy names the action.
+  and audits it (whether an action needs one is approvals.policy's `approval_required`).
 - `approval_decide` is the one place a decision is made: a member whose role may decide, who
   contributed nothing to the change (approvals.four_eyes), on a request that is still pending
   and not expired. Compare-and-set on the state, so a replayed decision changes nothing.
@@ -149,14 +149,6 @@ def request_approval(
         # Another worker made the same request first.
         return ApprovalRequest.objects.get(idempotency_key=idempotency_key)
     return approval
-
-
-def require_approval(action: str, **kwargs: Any) -> ApprovalRequest | None:
-    """`request_approval` if the repository's policy gates `action`, else None (go ahead)."""
-    repository = kwargs["session"].repository if kwargs.get("session") else kwargs["repository"]
-    if not policy_for(repository).requires(action):
-        return None
-    return request_approval(action=action, **kwargs)
 
 
 def approval_decide(

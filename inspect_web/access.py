@@ -56,16 +56,6 @@ def get_visible_or_404(user: AnyUser, queryset: models.QuerySet[M], **lookup) ->
         raise Http404(f"No {queryset.model._meta.verbose_name} matches this address.") from None
 
 
-def role_on(user: AnyUser, repository: Repository) -> str | None:
-    if not user.is_authenticated:
-        return None
-    return (
-        Membership.objects.filter(user=user, repository=repository)
-        .values_list("role", flat=True)
-        .first()
-    )
-
-
 def has_repo_permission(user: AnyUser, repository: Repository, permission: str) -> bool:
     """Whether `user`'s role on `repository` grants `permission` (e.g. roles.START_SESSION)."""
     return repositories_for(user, permission=permission).filter(pk=repository.pk).exists()

@@ -21,7 +21,6 @@ from collections.abc import Iterable
 from dataclasses import dataclass
 from typing import Any
 
-from asgiref.sync import async_to_sync
 from channels.layers import get_channel_layer
 from django.core.files.base import ContentFile
 from django.core.files.storage import default_storage
@@ -243,15 +242,6 @@ def _layer_call(coroutine) -> None:
         except TimeoutError:
             future.cancel()  # Redis hangs: do not let wake-ups pile up behind it
             raise
-
-
-def broadcast(session_id: int, message: dict[str, Any]) -> None:
-    """Send a not-stored message (presence) to every viewer of the session."""
-    layer = get_channel_layer()
-    if layer is not None:
-        async_to_sync(layer.group_send)(
-            group_name(session_id), {"type": "broadcast.message", "message": message}
-        )
 
 
 def events_after(session_id: int, after: int, limit: int = 1000) -> list[Event]:

@@ -134,7 +134,7 @@ def presence_message(roster: Roster, **change: str) -> dict[str, Any]:
 
 
 async def presence_announce(layer, session_id: int, message: dict[str, Any]) -> None:
-    """Tell every viewer of the session (the same group message as events.broadcast)."""
+    """Tell every viewer of the session (a group message that is not stored)."""
     await layer.group_send(
         group_name(session_id), {"type": "broadcast.message", "message": message}
     )

@@ -4,9 +4,6 @@
 storage questions; `SessionChildren` answers them with the Session table and starts children
 through `sessions.services.session_create`, as the prompt's author — so a child can only be
 started on a repository that person may start sessions on (invariant 6).
-
-Linking a child to its parent needs `Session.parent` (a nullable self-foreign-key); until that
-field exists `SessionChildren` refuses to be built and the runner offers no child tools.
 """
 
 from __future__ import annotations
@@ -64,18 +61,10 @@ class ChildPolicy(ChildSessions):
         return found
 
 
-def has_parent_link() -> bool:
-    from sessions.models import Session
-
-    return any(f.name == "parent" for f in Session._meta.get_fields())
-
-
 class SessionChildren(ChildPolicy):
     """Children of `parent`, started as `user` with the parent's agent."""
 
     def __init__(self, parent, *, user, max_depth: int, max_per_repository: int) -> None:
-        if not has_parent_link():
-            raise AgentError("child sessions need the Session.parent field (not migrated yet)")
         super().__init__(max_depth=max_depth, max_per_repository=max_per_repository)
         self.parent = parent
         self.user = user

@@ -3,7 +3,7 @@ repository."""
 
 import pytest
 
-from sessions.agents.children import ChildPolicy, has_parent_link
+from sessions.agents.children import ChildPolicy
 from tests.agents.conftest import chat_message, chat_tool_calls, make_turn, of_kind, openai_agent
 
 
@@ -80,7 +80,6 @@ def test_without_a_children_interface_the_tools_are_not_offered(fake_model, sand
 
 
 @pytest.mark.django_db
-@pytest.mark.skipif(not has_parent_link(), reason="needs Session.parent (a model change)")
 def test_children_are_real_sessions_linked_to_their_parent(ready_repo, team):
     from sessions import services
     from sessions.agents.children import SessionChildren
