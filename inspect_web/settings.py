@@ -6,6 +6,7 @@ from pathlib import Path
 from urllib.parse import urlsplit
 
 from inspect_web import env
+from inspect_web.runtimes import AGENT_RUNTIMES, CLI_RUNTIMES
 
 BASE_DIR = Path(__file__).resolve().parent.parent
 # Before anything is written: web, workers, beat and manage.py all load these settings.
@@ -206,9 +207,7 @@ def _env_float(name: str, default: float, *, minimum: float = 0.0) -> float:
     return value
 
 
-DEFAULT_AGENT = env.env_choice(
-    "INSPECT_DEFAULT_AGENT", ["builtin", "opencode", "claude-code", "codex", "command"], "builtin"
-)
+DEFAULT_AGENT = env.env_choice("INSPECT_DEFAULT_AGENT", list(AGENT_RUNTIMES), "builtin")
 LLM_PROVIDER = env.env_choice("INSPECT_LLM_PROVIDER", ["auto", "openai", "anthropic"], "auto")
 LLM_BASE_URL = env.env_str("INSPECT_LLM_BASE_URL", "https://api.openai.com/v1").rstrip("/")
 LLM_API_KEY = env.env_str("INSPECT_LLM_API_KEY")
@@ -216,7 +215,7 @@ LLM_MODEL = env.env_str("INSPECT_LLM_MODEL")
 # Each CLI agent's model ("claude-code=claude-sonnet-4-5,codex=gpt-5-codex"); a session's
 # --model overrides it; a CLI with none uses its own default.
 try:
-    AGENT_MODELS = env.env_pairs("INSPECT_AGENT_MODELS", {"claude-code", "codex", "opencode"})
+    AGENT_MODELS = env.env_pairs("INSPECT_AGENT_MODELS", set(CLI_RUNTIMES))
 except ValueError as exc:
     raise env.ConfigError("INSPECT_AGENT_MODELS", str(exc)) from None
 ANTHROPIC_API_KEY = env.env_str("ANTHROPIC_API_KEY")

@@ -5,6 +5,7 @@ from django.core.validators import RegexValidator
 from django.db import models
 from django.urls import reverse
 
+from inspect_web.runtimes import REPOSITORY_DEFAULT_RUNTIMES
 from snapshots.sandbox import NetworkPolicy
 
 
@@ -36,7 +37,7 @@ class Repository(models.Model):
     default_agent = models.CharField(
         max_length=20,
         blank=True,
-        choices=[(name, name) for name in ("builtin", "opencode", "claude-code", "codex")],
+        choices=[(name, name) for name in REPOSITORY_DEFAULT_RUNTIMES],
         help_text="Agent for new sessions here; empty: the site's INSPECT_DEFAULT_AGENT.",
     )
     # The egress in force (DESIGN.md invariant 3): changed only by approvals.egress, so neither

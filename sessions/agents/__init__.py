@@ -11,10 +11,11 @@ from collections.abc import Mapping
 from typing import Any
 from urllib.parse import urlsplit
 
+from inspect_web.runtimes import AGENT_RUNTIMES
 from sessions.agents.base import AgentError, AgentRuntime, TurnLimits
 
 # `command` first: it is the one that needs nothing configured.
-RUNTIME_NAMES = ["command", "builtin", "opencode", "claude-code", "codex"]
+RUNTIME_NAMES = list(AGENT_RUNTIMES)
 DEFAULT_MODELS = {"openai": "gpt-4.1", "anthropic": "claude-sonnet-4-5"}
 HOSTED_OPENAI = "api.openai.com"
 

@@ -414,3 +414,11 @@ def test_a_turn_whose_cli_does_not_start_with_the_platforms_node_fails_naming_it
     assert summary["error"] == (
         f"Claude Code {node22_claude} (claude-code) does not start: {node_words(node22_claude)}"
     )
+
+
+def test_the_platform_pins_exactly_the_cli_runtimes_of_the_one_list():
+    from inspect_web.runtimes import AGENT_RUNTIMES, CLI_RUNTIMES
+    from sessions.agents import RUNTIME_NAMES
+
+    assert set(installs.PINNED) == set(CLI_RUNTIMES) <= set(AGENT_RUNTIMES)
+    assert RUNTIME_NAMES == list(AGENT_RUNTIMES)
