@@ -3,7 +3,6 @@ inspect_web.access's (non-member: 404; role without the right: 403 with the reas
 
 from __future__ import annotations
 
-from django.db import transaction
 from django.http import Http404
 from django.views.decorators.csrf import csrf_exempt
 from drf_spectacular.utils import extend_schema
@@ -16,10 +15,11 @@ from api import tokens
 from api.metrics import metrics_summary
 from approvals.gate import approval_decide
 from approvals.models import ApprovalRequest
-from inspect_web import access, roles
+from inspect_web import access
 from sessions import services
 from sessions.events import events_after, serialize
 from sessions.models import Event, Session
+from snapshots.actions import snapshot_refresh_request
 from snapshots.models import Membership, Repository, Snapshot
 
 
@@ -232,11 +232,8 @@ class SnapshotRefreshView(APIView):
         summary="Build a fresh snapshot of a repository",
     )
     def post(self, request, name: str):
-        from snapshots.tasks import refresh_snapshot
-
         repository = _repository(request, name)
-        access.require_repo_permission(request.user, repository, roles.REFRESH_SNAPSHOT)
-        transaction.on_commit(lambda: refresh_snapshot.delay(repository.pk))
+        snapshot_refresh_request(repository, user=request.user)
         return Response({"repository": repository.name, "queued": True}, status=202)
 
 

@@ -20,10 +20,10 @@ from django.utils import timezone
 from approvals import audit, gate
 from approvals.models import ApprovalRequest
 from approvals.policy import WIDEN_EGRESS, approval_required
+from snapshots.actions import snapshot_refresh_request
 from snapshots.models import Repository
 from snapshots.recipe import Recipe, parse_recipe
 from snapshots.sandbox import NetworkPolicy
-from snapshots.tasks import refresh_snapshot
 
 _RANK = {"none": 0, "allowlist": 1, "open": 2}
 State = ApprovalRequest.State
@@ -324,7 +324,7 @@ def execute_widen_egress(approval: ApprovalRequest) -> dict:
             why=payload.get("requester", "the repository's recipe"),
             approval=approval,
         )
-    transaction.on_commit(lambda: refresh_snapshot.delay(repository.pk))
+    snapshot_refresh_request(repository)
     return {"egress": describe(after), "refresh": "queued"}
 
 

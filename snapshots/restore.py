@@ -8,11 +8,10 @@ from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field, replace
 from functools import partial
 
-from django.db import transaction
-
 from approvals.audit import record
 from approvals.egress import egress_in_force
 from snapshots import mirror
+from snapshots.actions import snapshot_refresh_request
 from snapshots.backends import sandbox_backend
 from snapshots.models import Repository, Snapshot
 from snapshots.recipe import LOCKFILE_PATTERNS, Recipe, parse_recipe
@@ -191,9 +190,7 @@ def sync_drift(restored: Restored, repository: Repository, *, fetch: bool = Fals
                     f"re-running setup after {changed_lockfiles[0]} changed failed: "
                     f"{command!r} exited {result.exit_code}"
                 )
-        from snapshots.tasks import refresh_snapshot
-
-        transaction.on_commit(lambda: refresh_snapshot.delay(repository.pk))
+        snapshot_refresh_request(repository)
 
 
 def _secret_env(repository: Repository) -> dict[str, str]:

@@ -1,13 +1,13 @@
 from django.conf import settings
 from django.contrib import messages
 from django.contrib.auth.decorators import login_required
-from django.db import transaction
 from django.http import HttpRequest, HttpResponse
 from django.shortcuts import get_object_or_404, redirect, render
 from django.views.decorators.http import require_POST
 
 from approvals.egress import describe, egress_in_force, widening_requests
 from inspect_web import access, roles
+from snapshots.actions import snapshot_refresh_request
 from snapshots.models import Snapshot
 
 
@@ -49,10 +49,7 @@ def snapshot_detail(request: HttpRequest, pk: int) -> HttpResponse:
 @login_required
 @require_POST
 def snapshot_refresh(request: HttpRequest, repository: str) -> HttpResponse:
-    from snapshots.tasks import refresh_snapshot
-
     repo = get_object_or_404(access.repositories_for(request.user), name=repository)
-    access.require_repo_permission(request.user, repo, roles.REFRESH_SNAPSHOT)
-    transaction.on_commit(lambda: refresh_snapshot.delay(repo.pk))
+    snapshot_refresh_request(repo, user=request.user)
     messages.success(request, f"A fresh snapshot of {repo.name} is being built.")
     return redirect("snapshots:list")

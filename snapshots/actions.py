@@ -1,0 +1,21 @@
+"""The writes on repositories' snapshots, each in one place for every caller (the dashboard,
+the REST API, the CLI, tasks and the platform's own follow-ups)."""
+
+from __future__ import annotations
+
+from django.db import transaction
+
+from inspect_web import access, roles
+from snapshots.models import Repository
+
+
+def snapshot_refresh_request(repository: Repository, *, user=None) -> None:
+    """Queue a fresh snapshot build of `repository` once the current transaction commits (so
+    the worker sees what led to it). `user`: who asked — they need REFRESH_SNAPSHOT there
+    (PermissionDenied otherwise); None when the platform itself asks (a changed lockfile, a
+    newly approved egress)."""
+    from snapshots.tasks import refresh_snapshot  # tasks import the build, which imports this
+
+    if user is not None:
+        access.require_repo_permission(user, repository, roles.REFRESH_SNAPSHOT)
+    transaction.on_commit(lambda: refresh_snapshot.delay(repository.pk))
