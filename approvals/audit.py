@@ -276,7 +276,8 @@ TRIGGERS = ("approvals_audit_append_only", "approvals_audit_no_truncate")
 def _trigger_problems() -> list[Problem]:
     """On PostgreSQL: the triggers that refuse UPDATE, DELETE and TRUNCATE of entries must be
     there and enabled. (Their removal cannot be refused from the database by a non-superuser;
-    the table's owner is meant to be a role the application does not run as: see README.)"""
+    the table's owner is meant to be a role the application does not run as: see
+    docs/approvals-and-audit.md.)"""
     if connection.vendor != "postgresql":
         return []
     with connection.cursor() as cursor:

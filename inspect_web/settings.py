@@ -1,4 +1,4 @@
-"""Settings, read from the environment. Every variable is documented in README.md."""
+"""Settings, read from the environment. Every variable is documented in docs/configuration.md."""
 
 from __future__ import annotations
 

@@ -1,7 +1,7 @@
-"""The audit log keeps what the README promises: every sandbox command (recipe `start` and
-`verify`, the `command` agent's command, a CLI agent's process and the commands it reports),
-every agent tool call, and each turn's file-change summary whatever state the turn ends in —
-found after real sessions of each runtime, in real sandboxes."""
+"""The audit log keeps what docs/approvals-and-audit.md promises: every sandbox command (recipe
+`start` and `verify`, the `command` agent's command, a CLI agent's process and the commands it
+reports), every agent tool call, and each turn's file-change summary whatever state the turn
+ends in — found after real sessions of each runtime, in real sandboxes."""
 
 from __future__ import annotations
 

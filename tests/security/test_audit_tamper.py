@@ -197,9 +197,9 @@ REVOKE UPDATE, DELETE, TRUNCATE ON approvals_auditentry FROM {role};
 
 
 @postgresql_only
-def test_the_app_role_of_the_readme_appends_but_cannot_remove_the_guards(entries):
-    """Run as the README says (the app's role does not own the tables): it writes entries, and
-    cannot truncate, disable the triggers or drop them."""
+def test_the_app_role_of_the_docs_appends_but_cannot_remove_the_guards(entries):
+    """Run as docs/approvals-and-audit.md says (the app's role does not own the tables): it
+    writes entries, and cannot truncate, disable the triggers or drop them."""
     role = "inspect_app_audit_test"
     with connection.cursor() as cursor:
         cursor.execute(f"DROP ROLE IF EXISTS {role}")
