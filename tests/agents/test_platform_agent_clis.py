@@ -421,4 +421,4 @@ def test_the_platform_pins_exactly_the_cli_runtimes_of_the_one_list():
     from sessions.agents import RUNTIME_NAMES
 
     assert set(installs.PINNED) == set(CLI_RUNTIMES) <= set(AGENT_RUNTIMES)
-    assert RUNTIME_NAMES == list(AGENT_RUNTIMES)
+    assert list(AGENT_RUNTIMES) == RUNTIME_NAMES
