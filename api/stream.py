@@ -27,7 +27,7 @@ from django.views.decorators.http import require_GET
 
 from api.tokens import bearer_token, stream_ticket_redeem, token_authenticate
 from sessions import live_access
-from sessions.consumers import MAX_SEQ, PAGE_SIZE, _still_visible, _visible_session, read_events
+from sessions.consumers import MAX_SEQ, PAGE_SIZE, read_events
 from sessions.events import group_name
 
 log = logging.getLogger(__name__)
@@ -78,7 +78,7 @@ async def session_event_stream(request: HttpRequest, pk: int) -> HttpResponse:
             {"detail": "`Last-Event-ID` / `after` must be a whole number (the last seq you have)"},
             status=400,
         )
-    if await sync_to_async(_visible_session)(user, pk) is None:
+    if await sync_to_async(live_access.visible_session)(user, pk) is None:
         return JsonResponse(
             {"detail": "This session does not exist or you are not a member of its repository."},
             status=404,
@@ -111,7 +111,7 @@ async def _events(session_id: int, after: int, user_id: int) -> AsyncIterator[st
         while True:
             if time.monotonic() - checked >= live_access.recheck_seconds():
                 checked = time.monotonic()
-                if not await sync_to_async(_still_visible)(user_id, session_id):
+                if not await sync_to_async(live_access.still_sees_session)(user_id, session_id):
                     yield ": no longer a member of this session's repository\n\n"
                     return
             rows = await sync_to_async(read_events)(session_id, after)

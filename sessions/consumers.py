@@ -76,14 +76,12 @@ from django.contrib.auth.models import AnonymousUser
 from django.db import DatabaseError
 from django.db.models import TextField
 from django.db.models.functions import Cast
-from django.http import Http404
 from django.utils.html import format_html, format_html_join
 from redis.exceptions import RedisError
 
-from inspect_web import access
 from sessions import live_access, presence
 from sessions.events import group_name
-from sessions.models import Event, Session
+from sessions.models import Event
 
 log = logging.getLogger(__name__)
 
@@ -358,22 +356,6 @@ class _Lagging(Exception):
     pass
 
 
-def _visible_session(user, session_id: int) -> tuple[int, int] | None:
-    try:
-        session = access.get_visible_or_404(
-            user, Session.objects.only("id", "last_seq"), pk=session_id
-        )
-    except Http404:
-        return None
-    return session.pk, session.last_seq
-
-
-def _still_visible(user_id: int, session_id: int) -> bool:
-    """Whether the user, as the database has them now, may still see the session."""
-    user = live_access.current_user(user_id)
-    return user is not None and _visible_session(user, session_id) is not None
-
-
 def _parse_after(query: dict[str, list[str]]) -> tuple[int | None, str]:
     values = query.get("after")
     if not values:
@@ -422,7 +404,7 @@ class SessionStreamConsumer(live_access.AccessWatch, AsyncWebsocketConsumer):
             return await self.refuse(BAD_INPUT, "`format` must be json (the default) or html.")
         self.html = fmt == "html"
         try:
-            found = await database_sync_to_async(_visible_session)(user, self.session_id)
+            found = await database_sync_to_async(live_access.visible_session)(user, self.session_id)
         except DatabaseError as exc:
             log.warning(
                 "viewer of session %s refused: database unavailable (%s)", self.session_id, exc
@@ -460,7 +442,9 @@ class SessionStreamConsumer(live_access.AccessWatch, AsyncWebsocketConsumer):
             asyncio.ensure_future(self._heartbeat()),
         ]
         await self.watch_access(
-            user.pk, functools.partial(_still_visible, user.pk, self.session_id), self._revoked
+            user.pk,
+            functools.partial(live_access.still_sees_session, user.pk, self.session_id),
+            self._revoked,
         )
 
     async def _revoked(self) -> None:

@@ -28,7 +28,10 @@ from django.contrib.auth import get_user_model
 from django.db import transaction
 from django.db.models.signals import post_delete, post_save
 from django.dispatch import receiver
+from django.http import Http404
 
+from inspect_web import access
+from sessions.models import Session
 from snapshots.models import Membership
 
 log = logging.getLogger(__name__)
@@ -48,6 +51,24 @@ def recheck_seconds() -> float:
 def current_user(user_id: int):
     """The user as the database has it now (None if deleted or deactivated since)."""
     return get_user_model().objects.filter(pk=user_id, is_active=True).first()
+
+
+def visible_session(user, session_id: int) -> tuple[int, int] | None:
+    """The session `user` may see, as (id, last_seq); None if there is none they may (the one
+    access rule: inspect_web.access). What every live stream (websocket, SSE) opens with."""
+    try:
+        session = access.get_visible_or_404(
+            user, Session.objects.only("id", "last_seq"), pk=session_id
+        )
+    except Http404:
+        return None
+    return session.pk, session.last_seq
+
+
+def still_sees_session(user_id: int, session_id: int) -> bool:
+    """Whether the user, as the database has them now, may still see the session."""
+    user = current_user(user_id)
+    return user is not None and visible_session(user, session_id) is not None
 
 
 def access_changed(user_id: int) -> None:

@@ -180,14 +180,6 @@ def _open_door(user, session_id: int):
     return live.open_preview(sandbox, preview), preview_port(preview)
 
 
-def _still_visible(user_id: int, session_id: int) -> bool:
-    """Whether the user, as the database has them now, may still see the session."""
-    user = live_access.current_user(user_id)
-    if user is None:
-        return False
-    return access.visible_to(user, Session.objects.filter(pk=session_id)).exists()
-
-
 class PreviewSocketConsumer(live_access.AccessWatch, AsyncWebsocketConsumer):
     upstream: Upstream | None = None
     pump: asyncio.Task | None = None
@@ -220,7 +212,9 @@ class PreviewSocketConsumer(live_access.AccessWatch, AsyncWebsocketConsumer):
         self.pump = asyncio.ensure_future(self._relay_down())
         # Members only while it lasts, too: a member removed later is closed with 4403.
         session_id = int(kwargs["session_id"])
-        await self.watch_access(user.pk, lambda: _still_visible(user.pk, session_id), self._revoked)
+        await self.watch_access(
+            user.pk, lambda: live_access.still_sees_session(user.pk, session_id), self._revoked
+        )
 
     async def _revoked(self) -> None:
         # No longer a member (sessions.live_access): the link ends like a refused one.
