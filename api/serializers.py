@@ -7,10 +7,9 @@ from rest_framework import serializers
 
 from approvals.models import ApprovalRequest
 from sessions.agents import RUNTIME_NAMES
+from sessions.events import MAX_SEQ
 from sessions.models import Prompt, Session, State
 from snapshots.models import Repository, Snapshot
-
-MAX_SEQ = 2**63 - 1
 
 
 def _username(user) -> str | None:

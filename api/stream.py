@@ -27,8 +27,8 @@ from django.views.decorators.http import require_GET
 
 from api.tokens import bearer_token, stream_ticket_redeem, token_authenticate
 from sessions import live_access
-from sessions.consumers import MAX_SEQ, PAGE_SIZE, read_events
-from sessions.events import group_name
+from sessions.consumers import PAGE_SIZE, read_events
+from sessions.events import group_name, parse_after
 
 log = logging.getLogger(__name__)
 
@@ -53,12 +53,10 @@ async def stream_user(request: HttpRequest):
     return user if user.is_authenticated else None
 
 
-def _start_after(request: HttpRequest) -> int | None:
+def _start_after(request: HttpRequest) -> int:
+    """ValueError says what is wrong with the seq the client says it has."""
     raw = request.headers.get("Last-Event-ID") or request.GET.get("after") or "0"
-    raw = raw.strip()
-    if not raw.isascii() or not raw.isdigit() or int(raw) > MAX_SEQ:
-        return None
-    return int(raw)
+    return parse_after(raw.strip())  # a header's surrounding blanks are not part of it
 
 
 @require_GET
@@ -72,12 +70,10 @@ async def session_event_stream(request: HttpRequest, pk: int) -> HttpResponse:
             },
             status=401,
         )
-    after = _start_after(request)
-    if after is None:
-        return JsonResponse(
-            {"detail": "`Last-Event-ID` / `after` must be a whole number (the last seq you have)"},
-            status=400,
-        )
+    try:
+        after = _start_after(request)
+    except ValueError as exc:
+        return JsonResponse({"detail": f"`Last-Event-ID` / `after` {exc}"}, status=400)
     if await sync_to_async(live_access.visible_session)(user, pk) is None:
         return JsonResponse(
             {"detail": "This session does not exist or you are not a member of its repository."},

@@ -80,7 +80,7 @@ from django.utils.html import format_html, format_html_join
 from redis.exceptions import RedisError
 
 from sessions import live_access, presence
-from sessions.events import group_name
+from sessions.events import group_name, parse_after
 from sessions.models import Event
 
 log = logging.getLogger(__name__)
@@ -93,7 +93,6 @@ FRAME_BYTES = 256 * 1024  # a page is cut into frames of about this size
 MAX_LAG = 5000  # a caught-up viewer this many events behind, with its socket full, resyncs
 STALL_SECONDS = 10.0  # a socket that does not drain for this long resyncs
 POLL_SECONDS = 5.0  # the log is re-read this often without a notification (lost wake-ups)
-MAX_SEQ = 2**63 - 1
 
 # Daphne (autobahn) can send only 1000 and 3000-4999, so "try again" and "server error" are
 # 4503 and 4500 (not 1013 and 1011); the page reconnects on both, as on 4008.
@@ -360,14 +359,10 @@ def _parse_after(query: dict[str, list[str]]) -> tuple[int | None, str]:
     values = query.get("after")
     if not values:
         return 0, ""
-    raw = values[-1]
-    if not raw.isascii() or not raw.isdigit():
-        shown = raw[:40]
-        return None, f"`after` must be a whole number, 0 or more (your last seq), not {shown!r}"
-    value = int(raw)
-    if value > MAX_SEQ:
-        return None, "`after` is larger than any seq can be"
-    return value, ""
+    try:
+        return parse_after(values[-1]), ""
+    except ValueError as exc:
+        return None, f"`after` {exc}"
 
 
 class SessionStreamConsumer(live_access.AccessWatch, AsyncWebsocketConsumer):

@@ -244,6 +244,20 @@ def _layer_call(coroutine) -> None:
             raise
 
 
+# The largest seq a client may name (a PostgreSQL bigint).
+MAX_SEQ = 2**63 - 1
+
+
+def parse_after(raw: str) -> int:
+    """The seq a reader (websocket `?after=`, SSE `Last-Event-ID`) says it has; ValueError
+    says what is wrong with it, for the caller to name its own parameter."""
+    if not raw.isascii() or not raw.isdigit():
+        raise ValueError(f"must be a whole number, 0 or more (your last seq), not {raw[:40]!r}")
+    if int(raw) > MAX_SEQ:
+        raise ValueError("is larger than any seq can be")
+    return int(raw)
+
+
 def events_after(session_id: int, after: int, limit: int = 1000) -> list[Event]:
     return list(Event.objects.filter(session_id=session_id, seq__gt=after).order_by("seq")[:limit])
 
