@@ -22,6 +22,7 @@ from collections.abc import Callable
 from datetime import timedelta
 from typing import Any
 
+from celery import current_app
 from django.core.exceptions import PermissionDenied
 from django.db import IntegrityError, transaction
 from django.db.models import Q
@@ -46,6 +47,10 @@ IN_TURN_ACTIONS = frozenset({IRREVERSIBLE_COMMAND})
 STALE_CLAIM = timedelta(minutes=15)
 
 _executors: dict[str, Executor] = {}
+
+
+# The worker task that carries out an approved request (approvals.tasks).
+EXECUTE_TASK = "approvals.tasks.execute_approval_task"
 
 
 class ApprovalError(Exception):
@@ -197,10 +202,9 @@ def approval_decide(
         _tell(approval, decided_by=user.get_username(), reason=reason)
         approval_decided.send(ApprovalRequest, approval=approval, user=user, approve=approve)
         if approve and approval.action not in IN_TURN_ACTIONS:
-            from approvals.tasks import execute_approval_task
-
             pk = approval.pk
-            transaction.on_commit(lambda: execute_approval_task.delay(pk))
+            # By name: approvals.tasks wraps this module (importing it here would be a cycle).
+            transaction.on_commit(lambda: current_app.send_task(EXECUTE_TASK, args=[pk]))
     return approval
 
 
