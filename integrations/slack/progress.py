@@ -2,20 +2,25 @@
 
 from __future__ import annotations
 
+from celery import current_app
 from django.db import transaction
 
 from integrations.models import SlackThread
 from integrations.slack.blocks import pr_url, status_blocks
 from integrations.slack.web import client
 
+# The worker task that updates the thread's status message (integrations.tasks).
+UPDATE_STATUS_TASK = "integrations.tasks.update_slack_status"
+
 
 def on_session_state(sender, *, session, previous: str, state: str, **kwargs) -> None:
     if not SlackThread.objects.filter(session_id=session.pk).exists():
         return
-    from integrations.tasks import update_slack_status
-
     session_id = session.pk
-    transaction.on_commit(lambda: update_slack_status.delay(session_id), robust=True)
+    # By name: integrations.tasks wraps this module (importing it here would be a cycle).
+    transaction.on_commit(
+        lambda: current_app.send_task(UPDATE_STATUS_TASK, args=[session_id]), robust=True
+    )
 
 
 def status_update(session_id: int) -> None:
