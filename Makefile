@@ -27,12 +27,14 @@ run: $(VENV)/.installed system-packages
 test: $(VENV)/.installed system-packages
 	$(BIN)/ruff check .
 	$(BIN)/ruff format --check .
+	$(BIN)/lint-imports --no-cache
 	PYTHON=$(BIN)/python scripts/security-checks
 	INSPECT_DATA_DIR=$(CURDIR)/var/test $(BIN)/python -m pytest $(PYTEST_ARGS)
 
 lint: $(VENV)/.installed
 	$(BIN)/ruff check .
 	$(BIN)/ruff format --check .
+	$(BIN)/lint-imports --no-cache
 
 format: $(VENV)/.installed
 	$(BIN)/ruff check --fix .
