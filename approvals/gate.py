@@ -204,7 +204,7 @@ def approval_decide(
         if approve and approval.action not in IN_TURN_ACTIONS:
             pk = approval.pk
             # By name: approvals.tasks wraps this module (importing it here would be a cycle).
-            transaction.on_commit(lambda: current_app.send_task(EXECUTE_TASK, args=[pk]))
+            transaction.on_commit(lambda: current_app.send_task(EXECUTE_TASK, args=(pk,)))
     return approval
 
 

@@ -20,4 +20,4 @@ def snapshot_refresh_request(repository: Repository, *, user=None) -> None:
     if user is not None:
         access.require_repo_permission(user, repository, roles.REFRESH_SNAPSHOT)
     # By name: the task runs the build, which asks for refreshes through this module.
-    transaction.on_commit(lambda: current_app.send_task(REFRESH_TASK, args=[repository.pk]))
+    transaction.on_commit(lambda: current_app.send_task(REFRESH_TASK, args=(repository.pk,)))

@@ -19,7 +19,7 @@ def on_session_state(sender, *, session, previous: str, state: str, **kwargs) ->
     session_id = session.pk
     # By name: integrations.tasks wraps this module (importing it here would be a cycle).
     transaction.on_commit(
-        lambda: current_app.send_task(UPDATE_STATUS_TASK, args=[session_id]), robust=True
+        lambda: current_app.send_task(UPDATE_STATUS_TASK, args=(session_id,)), robust=True
     )
 
 
