@@ -9,7 +9,8 @@ from typing import Any
 
 from approvals import gate
 from approvals.models import ApprovalRequest
-from approvals.policy import IRREVERSIBLE_COMMAND, policy_for
+from approvals.policy import policy_for
+from approvals.policy_rules import IRREVERSIBLE_COMMAND
 from sessions.agents.base import ApprovalGate
 
 

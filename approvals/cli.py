@@ -13,7 +13,8 @@ from django.core.management.base import CommandError
 from approvals import audit, gate
 from approvals.egress import current_recipe, recipe_override_set
 from approvals.models import ApprovalPolicy, ApprovalRequest, RepositorySecret
-from approvals.policy import PolicyError, policy_set
+from approvals.policy import policy_set
+from approvals.policy_rules import PolicyError
 from approvals.secrets import SecretsUnavailable, secret_delete, secret_set
 
 
@@ -212,7 +213,7 @@ def policy_show(command, options) -> int:
 
 
 def _default_policy_text() -> str:
-    from approvals.policy import DEFAULT_POLICY as p
+    from approvals.policy_rules import DEFAULT_POLICY as p
 
     def strings(values) -> str:
         return "[" + ", ".join(f'"{v}"' for v in values) + "]"

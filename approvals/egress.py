@@ -19,7 +19,8 @@ from django.utils import timezone
 
 from approvals import audit, gate
 from approvals.models import ApprovalRequest
-from approvals.policy import WIDEN_EGRESS, approval_required
+from approvals.policy import approval_required
+from approvals.policy_rules import WIDEN_EGRESS
 from snapshots.actions import snapshot_refresh_request
 from snapshots.models import Repository
 from snapshots.recipe import Recipe, parse_recipe

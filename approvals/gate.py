@@ -32,7 +32,8 @@ from django.utils import timezone
 from approvals import audit
 from approvals.four_eyes import decider_conflict
 from approvals.models import ApprovalRequest
-from approvals.policy import IRREVERSIBLE_COMMAND, policy_for
+from approvals.policy import policy_for
+from approvals.policy_rules import IRREVERSIBLE_COMMAND
 
 log = logging.getLogger(__name__)
 # Sent inside the deciding transaction (approval=, user=, approve=): what else a decision means,

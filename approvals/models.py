@@ -4,6 +4,7 @@ from django.conf import settings
 from django.core.validators import RegexValidator
 from django.db import models
 
+from approvals.policy_rules import PolicyError, parse_policy
 from sessions.models import Session
 
 
@@ -113,15 +114,11 @@ class ApprovalPolicy(models.Model):
         return f"approval policy of {self.repository}"
 
     def save(self, *args, **kwargs) -> None:
-        from approvals.policy import parse_policy
-
         parse_policy(self.text)  # a policy that does not parse is never stored
         super().save(*args, **kwargs)
 
     def clean(self) -> None:
         from django.core.exceptions import ValidationError
-
-        from approvals.policy import PolicyError, parse_policy
 
         try:
             parse_policy(self.text)

@@ -6,7 +6,8 @@ import pytest
 from django.core.exceptions import PermissionDenied
 
 from approvals.models import ApprovalPolicy, AuditEntry
-from approvals.policy import PolicyError, parse_policy, policy_for, policy_set
+from approvals.policy import policy_for, policy_set
+from approvals.policy_rules import PolicyError, parse_policy
 
 
 def test_the_default_gates_merges_protected_pushes_egress_and_branch_deletion(team):

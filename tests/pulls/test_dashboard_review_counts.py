@@ -51,7 +51,7 @@ def test_a_rejected_merge_then_an_approved_one_are_two_review_rounds(
 
 
 def test_other_decisions_are_not_reviews(pull_request, team):
-    from approvals.policy import IRREVERSIBLE_COMMAND
+    from approvals.policy_rules import IRREVERSIBLE_COMMAND
 
     asked = gate.request_approval(
         action=IRREVERSIBLE_COMMAND, payload={"command": "deploy"}, session=pull_request.session,
