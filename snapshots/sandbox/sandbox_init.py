@@ -293,7 +293,8 @@ def op_exec(conn, lock, req):
         )
         env.setdefault("TERM", "xterm-256color")
         # Re-opening the tty in the new session leader makes it the controlling terminal.
-        tty_redirect = f"exec 0<>{os.ttyname(slave)} 1>&0 2>&0; "
+        tty_name = os.ttyname(slave)
+        tty_redirect = f"exec 0<>{tty_name} 1>&0 2>&0; "
         stdio = {"stdin": slave, "stdout": slave, "stderr": slave}
     else:
         stdio = {"stdin": subprocess.DEVNULL, "stdout": subprocess.PIPE, "stderr": subprocess.PIPE}
@@ -393,11 +394,16 @@ def op_exec(conn, lock, req):
                     import termios
 
                     size = json.loads(payload)
-                    fcntl.ioctl(
-                        master,
-                        termios.TIOCSWINSZ,
-                        struct.pack("HHHH", size["rows"], size["cols"], 0, 0),
-                    )
+                    winsize = struct.pack("HHHH", size["rows"], size["cols"], 0, 0)
+                    fcntl.ioctl(master, termios.TIOCSWINSZ, winsize)
+                    # Set on the terminal side too: gVisor does not always carry a master's
+                    # window size over to the terminal the program reads it from.
+                    with contextlib.suppress(OSError):
+                        tty = os.open(tty_name, os.O_RDWR | os.O_NOCTTY)
+                        try:
+                            fcntl.ioctl(tty, termios.TIOCSWINSZ, winsize)
+                        finally:
+                            os.close(tty)
                     os.killpg(proc.pid, signal.SIGWINCH)
     rc = proc.wait()
     if pidfd is not None:
