@@ -21,7 +21,7 @@ from django.conf import settings
 from django.db import transaction
 
 from approvals.models import RepositorySecret
-from sessions.agents.redaction import MIN_SECRET_LENGTH, Redactor, redact
+from approvals.redaction import MIN_SECRET_LENGTH, Redactor, redact
 
 log = logging.getLogger(__name__)
 

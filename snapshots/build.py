@@ -23,8 +23,8 @@ from django.db import transaction
 from django.utils import timezone
 
 from approvals.egress import as_json, egress_for_build
+from approvals.redaction import redact
 from inspect_web.redis_client import get_redis
-from sessions.agents.redaction import redact
 from snapshots import mirror
 from snapshots.backends import sandbox_backend
 from snapshots.models import Repository, Snapshot
