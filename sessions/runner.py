@@ -16,10 +16,10 @@ from django.db import transaction
 from django.utils import timezone
 
 from approvals import audit
-from approvals.agent import SessionApprovals, agent_env
 from inspect_web.accounts import verified_email
 from sessions import conversations, services, states
 from sessions.agents import AgentError, get_runtime, turn_limits
+from sessions.agents.approvals import SessionApprovals, agent_env
 from sessions.agents.base import EVENT_KIND, Author, Turn
 from sessions.agents.children import SessionChildren
 from sessions.events import EventWriter, append_event, append_events, diff_attribution
