@@ -321,35 +321,3 @@ def entries_visible_to(user):
     return AuditEntry.objects.filter(
         Q(repository_id__in=repositories) | Q(repository_id__isnull=True, actor_id=user.pk)
     )
-
-
-def record_session_actions(session_id: int, actions: list[tuple[int, str, dict]]) -> None:
-    """Audit a session's tool calls and commands: (event seq, kind, stored payload) each. Best
-    effort after the events are stored: a failure is logged, never raised into the producer."""
-    import logging
-
-    from sessions.models import Session
-
-    session = Session.objects.select_related("repository").filter(pk=session_id).first()
-    if session is None:
-        return
-    try:
-        for seq, kind, payload in actions:
-            if kind == "tool_call":
-                action = "agent.tool_call"
-                data = {"tool": payload.get("name"), "arguments": payload.get("arguments")}
-            else:
-                action = "sandbox.command"
-                data = {k: payload.get(k) for k in ("command", "phase", "exit_code", "ok")}
-            data["seq"] = seq
-            data["turn"] = payload.get("turn")
-            record(
-                action,
-                actor_kind=AuditEntry.ActorKind.AGENT if kind == "tool_call" else None,
-                session=session,
-                object_type="session",
-                object_id=session_id,
-                data=data,
-            )
-    except Exception:
-        logging.getLogger(__name__).exception("could not audit actions of session %s", session_id)

@@ -108,7 +108,7 @@ def append_events(session_id: int, events: Iterable[NewEvent | tuple[str, dict]]
         if event.kind not in KINDS:
             raise ValueError(f"unknown event kind {event.kind!r}")
     # Repository secrets never reach a stored event or artifact (approvals.secrets).
-    from approvals.secrets import redact_event_payload
+    from sessions.controls import redact_event_payload
 
     payloads = [
         _cap(session_id, e.kind, redact_event_payload(session_id, e.payload)) for e in batch
@@ -149,7 +149,7 @@ def _audit_actions(session_id: int, batch: list[NewEvent], payloads: list[dict],
         return
 
     def record() -> None:
-        from approvals.audit import record_session_actions
+        from sessions.controls import record_session_actions
 
         record_session_actions(session_id, audited)
 
