@@ -87,7 +87,7 @@ class ApprovalRequest(models.Model):
     def requester_label(self) -> str:
         if self.requested_by_id:
             return self.requested_by.get_username()
-        # A snapshot build asks on behalf of the recipe it read (approvals.egress).
+        # A snapshot build asks on behalf of the recipe it read (snapshots.egress).
         return (self.payload or {}).get("requester") or "the agent"
 
 

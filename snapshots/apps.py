@@ -4,3 +4,7 @@ from django.apps import AppConfig
 class SnapshotsConfig(AppConfig):
     name = "snapshots"
     verbose_name = "Repositories and snapshots"
+
+    def ready(self) -> None:
+        # The widen_egress executor of the approval gate.
+        from snapshots import egress  # noqa: F401

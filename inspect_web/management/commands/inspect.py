@@ -15,8 +15,16 @@ from inspect_web.embedded_redis import ensure_embedded_redis
 from sessions import cli as sessions_cli
 from sessions import github_cli
 from snapshots import cli as snapshots_cli
+from snapshots import controls_cli as snapshots_controls_cli
 
-AREAS = [snapshots_cli, sessions_cli, github_cli, approvals_cli, metrics_cli]
+AREAS = [
+    snapshots_cli,
+    sessions_cli,
+    github_cli,
+    approvals_cli,
+    snapshots_controls_cli,
+    metrics_cli,
+]
 
 
 class Command(BaseCommand):
