@@ -28,10 +28,12 @@ from typing import Any
 
 from django.conf import settings
 from django.db import connection, transaction
+from django.db.models import Q
 from django.utils import timezone
 
 from approvals.audit_sink import read_heads, sink_path, sink_target, write_head
 from approvals.models import AuditEntry, AuditHead
+from inspect_web import access
 
 MAX_DATA_STRING = 4000  # a long command or output is kept as head and tail
 _actor: contextvars.ContextVar[Any] = contextvars.ContextVar("audit_actor", default=None)
@@ -309,10 +311,6 @@ def as_json(entry: AuditEntry) -> dict[str, Any]:
 def entries_visible_to(user):
     """Entries `user` may read: all for a site admin, else those of their repositories (and
     their own entries that name no repository, such as their logins)."""
-    from django.db.models import Q
-
-    from inspect_web import access
-
     if not user.is_authenticated:
         return AuditEntry.objects.none()
     if user.is_superuser:

@@ -20,6 +20,7 @@ from __future__ import annotations
 
 from collections.abc import Iterable
 
+from allauth.account.models import EmailAddress
 from django.apps import apps
 from django.db.models import Min, Q
 
@@ -71,8 +72,6 @@ def _session_contributions(user, session_ids: set[int]) -> dict[int, str]:
 
 
 def _verified_addresses(user) -> set[str]:
-    from allauth.account.models import EmailAddress
-
     addresses = {
         email.lower()
         for email in EmailAddress.objects.filter(user=user, verified=True).values_list(

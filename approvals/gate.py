@@ -34,6 +34,7 @@ from approvals.four_eyes import decider_conflict
 from approvals.models import ApprovalRequest
 from approvals.policy import policy_for
 from approvals.policy_rules import IRREVERSIBLE_COMMAND
+from inspect_web import access, roles
 
 log = logging.getLogger(__name__)
 # Sent inside the deciding transaction (approval=, user=, approve=): what else a decision means,
@@ -169,8 +170,6 @@ def approval_decide(
     authored one of its commits). ApprovalError: it is no longer pending (decided already: a
     replay) or expired.
     """
-    from inspect_web import access, roles
-
     access.require_repo_permission(user, approval.repository, roles.DECIDE_APPROVAL)
     conflict = decider_conflict(user, approval)
     if conflict is not None:

@@ -1,6 +1,7 @@
 from __future__ import annotations
 
 from django.conf import settings
+from django.core.exceptions import ValidationError
 from django.core.validators import RegexValidator
 from django.db import models
 
@@ -114,8 +115,6 @@ class ApprovalPolicy(models.Model):
         super().save(*args, **kwargs)
 
     def clean(self) -> None:
-        from django.core.exceptions import ValidationError
-
         try:
             parse_policy(self.text)
         except PolicyError as exc:

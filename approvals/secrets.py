@@ -17,10 +17,13 @@ import time
 
 from cryptography.fernet import Fernet, InvalidToken, MultiFernet
 from django.conf import settings
+from django.core.exceptions import ValidationError
 from django.db import transaction
 
+from approvals import audit
 from approvals.models import RepositorySecret
 from approvals.redaction import MIN_SECRET_LENGTH, Redactor
+from inspect_web import access, roles
 
 log = logging.getLogger(__name__)
 
@@ -80,11 +83,6 @@ def unseal(value: str) -> str:
 def secret_set(*, repository, name: str, value: str, scope: str = Scope.SETUP_START, by) -> None:
     """Create or replace a secret (MANAGE_REPOSITORY needed). The value is audited never; the
     change (name, scope, who) is."""
-    from django.core.exceptions import ValidationError
-
-    from approvals import audit
-    from inspect_web import access, roles
-
     access.require_repo_permission(by, repository, roles.MANAGE_REPOSITORY)
     if scope not in Scope.values:
         raise ValidationError(f"scope must be one of {', '.join(Scope.values)}")
@@ -122,9 +120,6 @@ def secret_set(*, repository, name: str, value: str, scope: str = Scope.SETUP_ST
 
 
 def secret_delete(*, repository, name: str, by) -> bool:
-    from approvals import audit
-    from inspect_web import access, roles
-
     access.require_repo_permission(by, repository, roles.MANAGE_REPOSITORY)
     with transaction.atomic():
         deleted, _ = RepositorySecret.objects.filter(repository=repository, name=name).delete()
