@@ -121,6 +121,9 @@ def _ratio(numerator: float, denominator: float) -> float | None:
 
 @dataclass
 class MetricsReport:
+    """Every figure of a range: the total, one Figures per period (`series`, oldest first) and
+    per repository, and who is prompting now."""
+
     period: Period
     start: date
     end: date  # inclusive
