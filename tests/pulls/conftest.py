@@ -62,8 +62,9 @@ def deliver(client, settings):
 @pytest.fixture
 def github_pr(team):
     """Session of the engineer whose pull request is Codertocat/Hello-World#2 on GitHub."""
+    from integrations.github.models import GitHubLink
     from sessions import services
-    from sessions.models import GitHubLink, PullRequest, Session
+    from sessions.models import PullRequest, Session
 
     GitHubLink.objects.create(
         repository=team.repository, full_name="Codertocat/Hello-World", installation_id=1
@@ -116,7 +117,7 @@ def app_key() -> tuple[str, str]:
 @pytest.fixture
 def github_server(settings, tmp_path, app_key, make_git_repo):
     """A local GitHub hosting octo-org/widgets with the App (id 4242) installed on it."""
-    from sessions.codehosts import GitHubHost
+    from integrations.github.codehost import GitHubHost
     from tests.pulls.github_fake import FakeGitHub
 
     private, public = app_key
@@ -138,7 +139,7 @@ def github_server(settings, tmp_path, app_key, make_git_repo):
 def github(github_server, team, inspect_cli):
     """`widgets` linked to octo-org/widgets, with a ready snapshot (cloned over HTTP with an
     installation token)."""
-    from sessions.models import GitHubLink
+    from integrations.github.models import GitHubLink
 
     team.repository.url = github_server.clone_url
     team.repository.save()

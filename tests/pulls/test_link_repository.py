@@ -2,7 +2,7 @@
 
 import pytest
 
-from sessions.models import GitHubLink
+from integrations.github.models import GitHubLink
 from snapshots.models import Repository
 from tests.pulls.conftest import REPO
 
