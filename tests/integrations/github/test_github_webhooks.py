@@ -8,7 +8,7 @@ import pytest
 from approvals.models import AuditEntry
 from integrations.github.models import WebhookDelivery
 from sessions.models import Event, Prompt, ReviewEvent, Session
-from tests.pulls.conftest import payload, sign
+from tests.integrations.github.conftest import payload, sign
 
 pytestmark = pytest.mark.django_db
 

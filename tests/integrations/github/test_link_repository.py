@@ -4,7 +4,7 @@ import pytest
 
 from integrations.github.models import GitHubLink
 from snapshots.models import Repository
-from tests.pulls.conftest import REPO
+from tests.integrations.github.conftest import REPO
 
 pytestmark = pytest.mark.django_db
 

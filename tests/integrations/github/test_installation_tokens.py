@@ -11,8 +11,8 @@ from integrations.github import codehost
 from integrations.github.codehost import TOKEN_MARGIN_S, GitHubHost
 from integrations.github.models import GitHubLink
 from sessions.models import PullRequest
-from tests.pulls.conftest import REPO
-from tests.pulls.github_fake import _git
+from tests.integrations.github.conftest import REPO
+from tests.integrations.github.github_fake import _git
 
 pytestmark = pytest.mark.django_db
 

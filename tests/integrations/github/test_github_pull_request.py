@@ -11,8 +11,8 @@ from cryptography.fernet import Fernet
 from approvals import gate
 from integrations.github.models import GitHubLink
 from sessions.models import Event, PullRequest, ReviewEvent, Session
-from tests.pulls.conftest import REPO
-from tests.pulls.github_fake import _git
+from tests.integrations.github.conftest import REPO
+from tests.integrations.github.github_fake import _git
 
 
 @pytest.fixture
