@@ -32,9 +32,8 @@ from snapshots.models import Repository
 from snapshots.sandbox import Sandbox, SandboxError
 
 log = logging.getLogger(__name__)
-# How git and GitHub name what a revert undoes (git revert's message; GitHub's revert button).
+# How git names what a revert undoes (git revert's message).
 REVERTS_COMMIT = re.compile(r"This reverts commit ([0-9a-f]{7,64})", re.IGNORECASE)
-REVERTS_PR = re.compile(r"\bReverts? ([\w.-]+/[\w.-]+)#(\d+)", re.IGNORECASE)
 MERGE_PR = "merge_pr"
 BUNDLE = ".git/inspect-publish.bundle"
 RENAME_ATTEMPTS = 5

@@ -47,7 +47,8 @@ REVIEW_KINDS = {
     "commented": ReviewEvent.Kind.COMMENTED,
 }
 # `git revert` writes the first; GitHub's "Revert" button opens a PR whose body says the second.
-REVERTS_COMMIT, REVERTS_PR = pulls.REVERTS_COMMIT, pulls.REVERTS_PR
+REVERTS_COMMIT = pulls.REVERTS_COMMIT
+REVERTS_PR = re.compile(r"\bReverts? ([\w.-]+/[\w.-]+)#(\d+)", re.IGNORECASE)
 
 
 @dataclass(frozen=True)
