@@ -297,9 +297,9 @@ def _note_reverts(repository: Repository, mirror_dir: Path) -> None:
     answers = mirror.mirror_fetched.send_robust(
         Repository, repository=repository, mirror_dir=mirror_dir
     )
-    for _receiver, answer in answers:
+    for receiver, answer in answers:
         if isinstance(answer, Exception):
-            log.error("looking for reverts in %s failed", repository.name, exc_info=answer)
+            log.error("after fetching %s, %s failed", repository.name, receiver, exc_info=answer)
 
 
 def _recipe_authors(mirror_dir: Path, commit: str) -> list[str]:
