@@ -24,7 +24,7 @@ import modal.exception
 from modal.types import FileInfo as ModalFileInfo
 from modal.types import FileType
 
-from snapshots.sandbox import modal_backend as mb
+from snapshots.sandbox import modal_sandbox as ms
 from tests.sandbox_modal.sdk_contract import check_attribute, check_call
 
 _ids = itertools.count(1)
@@ -77,7 +77,7 @@ class FakeFS:
     def __init__(self) -> None:
         self.files: dict[str, bytes] = {}
         self.modes: dict[str, int] = {}
-        self.dirs: set[str] = {"/", "/tmp", mb.WORKSPACE}
+        self.dirs: set[str] = {"/", "/tmp", ms.WORKSPACE}
         self.symlinks: dict[str, str] = {}
 
     def copy(self) -> FakeFS:
@@ -360,14 +360,14 @@ class FakeSandbox:
         self.fake.recorder.call("Sandbox.exec", *args, **kwargs)
         self.require_running()
         role = args[3] if len(args) > 3 and args[:2] == ("/bin/sh", "-c") else None
-        if role == mb.CONTROL_NAME:
+        if role == ms.CONTROL_NAME:
             return self._control(args[2], args[4:]).start(self.fake.recorder, args, kwargs)
-        if role == mb.EXEC_WRAPPER_NAME:
-            assert args[2] == mb.EXEC_WRAPPER
+        if role == ms.EXEC_WRAPPER_NAME:
+            assert args[2] == ms.EXEC_WRAPPER
             pidfile, argv = args[4], args[5:]
             proc = self.fake.on_exec(argv, kwargs)
-        elif role == mb.PTY_WRAPPER_NAME:
-            assert args[2] == mb.PTY_WRAPPER
+        elif role == ms.PTY_WRAPPER_NAME:
+            assert args[2] == ms.PTY_WRAPPER
             pidfile, argv = args[4], args[8:]
             proc = self.fake.on_pty(argv, kwargs)
         else:
@@ -385,13 +385,13 @@ class FakeSandbox:
             mode, path = args
             self.fs.modes[path] = int(mode, 8)
             return FakeProcess()
-        if script == mb.KILL_GROUP:
+        if script == ms.KILL_GROUP:
             self.controls.append(("kill", args))
             proc = self.processes.get(args[0])
             if proc is not None:
                 proc.kill()
             return FakeProcess()
-        if script == mb.RESIZE_PTY:
+        if script == ms.RESIZE_PTY:
             self.controls.append(("resize", args))
             return FakeProcess()
         raise AssertionError(f"unknown control script: {script!r}")
