@@ -6,7 +6,7 @@ import threading
 
 from snapshots.sandbox import OutputLine
 from snapshots.sandbox import modal_sandbox as ms
-from tests.sandbox_modal.fake_modal import FakeProcess
+from tests.sandbox_modal.fake_process import FakeProcess
 
 
 def test_each_stream_keeps_its_line_order(fake_modal, sandbox):

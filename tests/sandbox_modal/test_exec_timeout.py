@@ -8,7 +8,7 @@ import pytest
 
 from snapshots.sandbox import Limits
 from snapshots.sandbox import modal_sandbox as ms
-from tests.sandbox_modal.fake_modal import FakeProcess
+from tests.sandbox_modal.fake_process import FakeProcess
 
 
 def test_minus_one_from_wait_is_reported_as_a_wall_time_timeout(fake_modal, sandbox):

@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 from snapshots.sandbox import modal_sandbox as ms
-from tests.sandbox_modal.fake_modal import FakeProcess
+from tests.sandbox_modal.fake_process import FakeProcess
 
 
 def echoing_shell(argv, kwargs):
