@@ -2,7 +2,7 @@
 
 The sandbox is the host kernel's namespaces, made by ``bwrap``: its own user, pid, ipc, uts,
 cgroup and network namespaces, a read-only root of the host's /usr, the workspace mount and
-private /tmp and /var/tmp. The command server (``sandbox_init.py``) is started as uid 0 of the
+private /tmp and /var/tmp. The command server (``sandbox_init/``) is started as uid 0 of the
 sandbox's user namespace, which the host maps to ``init_uid`` once bwrap reports its child
 (``--userns-block-fd``); bwrap then waits on ``--block-fd`` until the sandbox's cgroups and OOM
 protection are set, so the init never runs unconfined. Its control socket is bound by the host

@@ -1,8 +1,9 @@
 """Launching a local sandbox's command server: what both runtimes (``bwrap.py``, ``runsc.py``)
 need, so that neither imports the other nor the backend that chooses between them (``local.py``).
 
-* The init: its source and the one-line boot that reads it from stdin (``init_payload``), the
-  interpreter it runs on, and the capabilities it keeps inside its user namespace.
+* The init: its package's sources (``sandbox_init/``) and the one-line boot that reads them
+  from stdin (``init_payload``), the interpreter it runs on, and the capabilities it keeps
+  inside its user namespace.
 * The sandbox's /etc: the host entries a toolchain needs and the few files written per backend.
 * ``Host``: what a runtime asks of the backend that launches it.
 * Process identity on the host (``proc_starttime``), which guards every recorded pid against reuse.
@@ -16,12 +17,15 @@ from pathlib import Path
 from typing import Any, Protocol
 
 from snapshots.sandbox import netns
+from snapshots.sandbox.sandbox_init import MODULES
 
-INIT_SOURCE = (Path(__file__).with_name("sandbox_init.py")).read_bytes()
-# Reads the init's source from stdin; the config line follows it (see sandbox_init.main).
+INIT_PACKAGE = Path(__file__).with_name("sandbox_init")
+INIT_BOOT_SOURCE = (INIT_PACKAGE / "boot.py").read_bytes()
+INIT_SOURCES = tuple((name, (INIT_PACKAGE / f"{name}.py").read_bytes()) for name in MODULES)
+# Reads boot.py from stdin, which reads the init's modules and then the config line after it.
 INIT_BOOT = (
     "import sys;exec(compile(sys.stdin.buffer.read(int(sys.stdin.buffer.readline())),"
-    "'sandbox_init.py','exec'))"
+    "'sandbox_init/boot.py','exec'))"
 )
 SANDBOX_PYTHON = "/usr/bin/python3"
 INIT_CAPS = (
@@ -85,8 +89,18 @@ class Host(Protocol):
 
 
 def init_payload(config: dict[str, Any]) -> bytes:
-    """What the init reads on stdin: source length, source, one JSON config line."""
-    return b"%d\n%s%s\n" % (len(INIT_SOURCE), INIT_SOURCE, json.dumps(config).encode())
+    """What the init reads on stdin: boot.py's length and source; a JSON line naming the init's
+    modules with their sizes, then their sources; one JSON config line."""
+    index = json.dumps([[name, len(source)] for name, source in INIT_SOURCES]).encode()
+    modules = b"".join(source for _, source in INIT_SOURCES)
+    config_line = json.dumps(config).encode()
+    return b"%d\n%s%s\n%s%s\n" % (
+        len(INIT_BOOT_SOURCE),
+        INIT_BOOT_SOURCE,
+        index,
+        modules,
+        config_line,
+    )
 
 
 def write_etc(root: Path, uid: int, gid: int) -> Path:

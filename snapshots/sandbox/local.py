@@ -4,7 +4,7 @@ How a sandbox works
 -------------------
 ``create()`` mounts the snapshot's layers copy-on-write (``overlay.py``), makes the sandbox's
 cgroups (``cgroups.py``), sets up its egress (``egress_setup.py``), and starts ONE long-lived
-process inside fresh namespaces: the command server ``sandbox_init.py``, started by the runtime
+process inside fresh namespaces: the command server ``sandbox_init/``, started by the runtime
 this backend was made with (``bwrap.py`` or ``runsc.py``, which share ``launch.py``). It holds
 the namespaces (mounts, /tmp, pid namespace, netns) alive, so background processes outlive the
 command that started them. Every ``exec``, PTY and file operation is a request over the unix

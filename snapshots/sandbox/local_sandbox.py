@@ -1,5 +1,5 @@
 """A running local sandbox as the host sees it: every exec, PTY and file operation is a request
-to its command server (``sandbox_init.py``) over the unix socket ``ctl.sock``.
+to its command server (``sandbox_init/``) over the unix socket ``ctl.sock``.
 
 Which runtime started the sandbox (``bwrap.py``, ``runsc.py``) matters here only where gVisor
 behaves differently; the backend that made it (``local.LocalBackend``) is reached through

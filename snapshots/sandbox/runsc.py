@@ -1,7 +1,7 @@
 """gVisor (``runsc``) runtime for the local backend, beside ``bwrap.py``.
 
 The sandbox is an OCI container run detached by ``runsc run --detach``: the same command server
-(``sandbox_init.py``) is its init, but it runs on gVisor's user-space kernel instead of the host
+(``sandbox_init/``) is its init, but it runs on gVisor's user-space kernel instead of the host
 kernel. Differences from bubblewrap, all forced by gVisor:
 
 * No fd passing into the sandbox: the init binds its control socket itself at
@@ -10,7 +10,7 @@ kernel. Differences from bubblewrap, all forced by gVisor:
 * The init is gVisor's root with ``INIT_CAPS`` only and starts every command as the workload
   uid; it installs the seccomp filter on itself first, and its socket is 0600 in a root-owned
   directory. This build allows a child subreaper only as pid 1, so a contained command's tree
-  is found by a supplementary group of its own (see ``sandbox_init.run_reaper``); it has no
+  is found by a supplementary group of its own (see ``sandbox_init.reaper.run_reaper``); it has no
   Landlock, and shows every process's ``/proc/<pid>/environ`` to every other (mode 0444), so
   ``start`` services with secrets are refused here.
 * Limits: runsc applies memory/cpu ``linux.resources`` to cgroups it creates at
