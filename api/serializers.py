@@ -7,8 +7,8 @@ from rest_framework import serializers
 
 from approvals.models import ApprovalRequest
 from sessions.agents import RUNTIME_NAMES
-from sessions.events import MAX_SEQ
 from sessions.models import Prompt, Session, State
+from sessions.stream.read import MAX_SEQ
 from snapshots.models import Repository, Snapshot
 
 

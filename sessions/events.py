@@ -3,8 +3,8 @@
 `append_events` allocates `seq` by bumping `Session.last_seq` in the same transaction as the
 insert, so seqs are unique, increasing and gap-free (a rolled-back append leaves no hole). After
 commit it tells the session's channel group the new high-water seq; viewers read the rows
-(sessions.consumers). The notification goes out on one long-lived event loop per process, so a
-batch costs one PUBLISH, not a new loop and a new Redis connection.
+(the read side: sessions.stream). The notification goes out on one long-lived event loop per
+process, so a batch costs one PUBLISH, not a new loop and a new Redis connection.
 `EventWriter` batches a producer's lines: 50 ms or 200 events per transaction.
 """
 
@@ -244,24 +244,6 @@ def _layer_call(coroutine) -> None:
             raise
 
 
-# The largest seq a client may name (a PostgreSQL bigint).
-MAX_SEQ = 2**63 - 1
-
-
-def parse_after(raw: str) -> int:
-    """The seq a reader (websocket `?after=`, SSE `Last-Event-ID`) says it has; ValueError
-    says what is wrong with it, for the caller to name its own parameter."""
-    if not raw.isascii() or not raw.isdigit():
-        raise ValueError(f"must be a whole number, 0 or more (your last seq), not {raw[:40]!r}")
-    if int(raw) > MAX_SEQ:
-        raise ValueError("is larger than any seq can be")
-    return int(raw)
-
-
-def events_after(session_id: int, after: int, limit: int = 1000) -> list[Event]:
-    return list(Event.objects.filter(session_id=session_id, seq__gt=after).order_by("seq")[:limit])
-
-
 def diff_attribution(session_id: int) -> dict[str, dict]:
     """Per path, who the session's newest diff event of it names: {"author"[, "by_hand"]}."""
     found: dict[str, dict] = {}
@@ -274,15 +256,6 @@ def diff_attribution(session_id: int) -> dict[str, dict]:
         if author and path not in found:
             found[path] = {"author": author} | ({"by_hand": by_hand} if by_hand else {})
     return found
-
-
-def serialize(event: Event) -> dict[str, Any]:
-    return {
-        "seq": event.seq,
-        "kind": event.kind,
-        "payload": event.payload,
-        "created_at": event.created_at.isoformat(),
-    }
 
 
 class EventWriter:
