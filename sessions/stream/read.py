@@ -11,7 +11,7 @@ database's text and splices them in, one query and some string formatting per pa
 a JSON decode and re-encode (and a timestamp parse) of every row (bench/stream.py measures it).
 On PostgreSQL its text is byte for byte `event_text` of the same row (tests/streaming/
 test_one_encoding.py): jsonb prints a payload with the same separators and escapes as `json`,
-and `_iso` prints the time as `isoformat` does. One difference is left, in the bytes and not in
+and the time is printed as `isoformat` does. One difference is left, in the bytes and not in
 the value: a float that Python writes with an exponent (5e-05) is stored by PostgreSQL as a
 number and printed positionally (0.00005). On SQLite the stored payload text has non-ASCII
 characters escaped; the value is the same.
@@ -21,11 +21,10 @@ from __future__ import annotations
 
 import functools
 import json
-import re
 from dataclasses import dataclass
 from typing import Any
 
-from django.db.models import TextField
+from django.db.models import Func, TextField
 from django.db.models.functions import Cast
 
 from sessions.models import Event
@@ -71,25 +70,25 @@ def _kind_json(kind: str) -> str:
     return json.dumps(kind)
 
 
-# The text of a timestamp: PostgreSQL "2026-01-02 10:11:12.5+00" (the connection is in UTC),
-# SQLite "2026-01-02 10:11:12.500000" (stored in UTC, no offset).
-_DB_TIME = re.compile(r"(\S+)[ T](\d\d:\d\d:\d\d)(?:\.(\d+))?([+-]\d\d(?::?\d\d)?)?$")
+class _TimeText(Func):
+    """A timestamp as the database prints it in UTC, to six decimals or none: PostgreSQL's
+    to_char "2026-01-02T10:11:12.500000" (always six), SQLite's stored text
+    "2026-01-02 10:11:12.500000" (none when the microseconds are 0)."""
+
+    function = "CAST"
+    template = "CAST(%(expressions)s AS text)"
+    output_field = TextField()
+
+    def as_postgresql(self, compiler, connection, **extra):
+        template = "to_char(%(expressions)s AT TIME ZONE 'UTC', 'YYYY-MM-DD\"T\"HH24:MI:SS.US')"
+        return self.as_sql(compiler, connection, template=template, **extra)
 
 
-def _iso(created_at: str) -> str:
-    """The database's text of a timestamp as `datetime.isoformat()` prints it."""
-    match = _DB_TIME.match(created_at)
-    if match is None:  # not a time PostgreSQL or SQLite prints for a timestamp after year 1
-        return created_at.replace(" ", "T", 1)
-    date, time, fraction, offset = match.groups()
-    fraction = f".{fraction:0<6}" if fraction and fraction.strip("0") else ""
-    if not offset:
-        offset = "+00:00"
-    elif len(offset) == 3:
-        offset += ":00"
-    elif offset[3] != ":":
-        offset = f"{offset[:3]}:{offset[3:]}"
-    return f"{date}T{time}{fraction}{offset}"
+def _iso(text: str) -> str:
+    """`_TimeText` as `datetime.isoformat()` prints the same time in UTC."""
+    if text.endswith(".000000"):
+        text = text[:19]
+    return f"{text[:10]}T{text[11:]}+00:00"
 
 
 def read_events(session_id: int, after: int, limit: int = PAGE_SIZE) -> list[tuple[int, str]]:
@@ -120,7 +119,7 @@ def _event_rows(session_id: int, after: int, limit: int, *, bounded: bool) -> li
         events.order_by("seq")
         .annotate(
             payload_json=Cast("payload", output_field=TextField()),
-            created_text=Cast("created_at", output_field=TextField()),
+            created_text=_TimeText("created_at"),
         )
         .values_list("seq", "kind", "payload_json", "created_text")[:limit]
     )
