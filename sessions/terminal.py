@@ -29,8 +29,16 @@ from channels.db import database_sync_to_async
 from django.conf import settings
 from django.utils import timezone
 
+from approvals.audit import record
+from sessions.events import append_events, diff_attribution
+from sessions.lease import DriverLease
 from sessions.models import Session
-from snapshots.sandbox import Pty, Sandbox, SandboxError, SandboxGone
+from sessions.pulls import publish_changes
+from sessions.runner import _author
+from sessions.workspace_git import commit_turn, diff_against, paths_changed_by
+from snapshots.backends import sandbox_backend
+from snapshots.restore import NoSnapshot, restore_sandbox
+from snapshots.sandbox import Limits, Pty, Sandbox, SandboxError, SandboxGone
 
 log = logging.getLogger(__name__)
 
@@ -61,11 +69,6 @@ def record_hand_edits(session_id: int, typists: list) -> dict:
     session's pull request. Returns {"files", "commit"}
     ({} when nothing changed). Raises SandboxError; a running turn takes precedence (its own
     commit then carries the edits) and this returns {"busy": True}."""
-    from sessions.events import append_events, diff_attribution
-    from sessions.lease import DriverLease
-    from sessions.runner import _author
-    from sessions.workspace_git import commit_turn, diff_against, paths_changed_by
-
     lease = DriverLease(session_id)
     if not lease.acquire():
         return {"busy": True}
@@ -122,8 +125,6 @@ def record_hand_edits(session_id: int, typists: list) -> dict:
             updated_at=timezone.now(),
         )
         # The hand edits go to the pull request too, so a merge never leaves them behind.
-        from sessions.pulls import publish_changes
-
         publish_changes(session, sandbox, fence=lease.fence)
         return {"files": len(files), "commit": commit}
     finally:
@@ -131,8 +132,6 @@ def record_hand_edits(session_id: int, typists: list) -> dict:
 
 
 def _attach(session: Session) -> Sandbox:
-    from snapshots.backends import sandbox_backend
-
     if not session.sandbox_id:
         raise SandboxGone("-", "the session has no running sandbox")
     return sandbox_backend(session.sandbox_backend or None).attach(session.sandbox_id)
@@ -243,9 +242,6 @@ _opening: dict[int, asyncio.Lock] = {}
 
 def _record_input(session_id: int, user, lines: list[str], *, partial: bool = False) -> None:
     """Audit typed lines and show them in the session log; also marks the session active."""
-    from approvals.audit import record
-    from sessions.events import append_events
-
     Session.objects.filter(pk=session_id).update(updated_at=timezone.now())
     if not lines:
         return
@@ -268,12 +264,6 @@ def _record_input(session_id: int, user, lines: list[str], *, partial: bool = Fa
 def wake_sandbox(session_id: int, user) -> Sandbox:
     """Restore a session's reaped sandbox from its own snapshot (as its next turn would), so
     that someone can work in it by hand. Raises SandboxError saying why it cannot."""
-    from approvals.audit import record
-    from sessions.lease import DriverLease
-    from snapshots.backends import sandbox_backend
-    from snapshots.restore import NoSnapshot, restore_sandbox
-    from snapshots.sandbox import Limits
-
     lease = DriverLease(session_id)
     if not lease.acquire():
         raise SandboxError("a turn is starting in this session; open the terminal again shortly")
