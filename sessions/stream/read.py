@@ -36,7 +36,7 @@ MAX_SEQ = 2**63 - 1
 
 
 def parse_after(raw: str) -> int:
-    """The seq a reader (websocket `?after=`, SSE `Last-Event-ID`, the API's `after`) says it
+    """The seq a reader (websocket `?after=`, SSE `Last-Event-ID` or `?after=`) says it
     has; ValueError says what is wrong with it, for the caller to name its own parameter."""
     if not raw.isascii() or not raw.isdigit():
         raise ValueError(f"must be a whole number, 0 or more (your last seq), not {raw[:40]!r}")
