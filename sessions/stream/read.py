@@ -62,7 +62,27 @@ def event_text(event: Event) -> str:
 
 def events_after(session_id: int, after: int, limit: int = PAGE_SIZE) -> list[Event]:
     """Up to `limit` events after `after`, ascending."""
-    return list(Event.objects.filter(session_id=session_id, seq__gt=after).order_by("seq")[:limit])
+    return list(_after(session_id, after, limit, bounded=False)[:limit])
+
+
+def events_page(session_id: int, after: int, limit: int) -> list[Event]:
+    """`events_after` for a live stream, asked for as a range as `read_events` does."""
+    events = list(_after(session_id, after, limit, bounded=True)[:limit])
+    return events or events_after(session_id, after, limit)
+
+
+def _after(session_id: int, after: int, limit: int, *, bounded: bool):
+    """The session's events after `after`, ascending; with `bounded`, only up to after+limit.
+
+    Seqs are gap-free, so a page is asked for as the range after..after+limit: without it
+    PostgreSQL, before it has statistics on freshly appended rows, may read (and for
+    `read_events`, cast to text) every remaining row of the session before sorting out the
+    first `limit`. An empty range is asked again unbounded, in case events were ever removed.
+    """
+    events = Event.objects.filter(session_id=session_id, seq__gt=after)
+    if bounded:
+        events = events.filter(seq__lte=after + limit)
+    return events.order_by("seq")
 
 
 @functools.cache
@@ -92,14 +112,10 @@ def _iso(text: str) -> str:
 
 
 def read_events(session_id: int, after: int, limit: int = PAGE_SIZE) -> list[tuple[int, str]]:
-    """Up to `limit` events after `after`, each as (seq, its JSON text).
-
-    Seqs are gap-free, so the page is asked for as the range after..after+limit: without it
-    PostgreSQL, before it has statistics on freshly appended rows, may cast every remaining row
-    of the session to text before sorting out the first `limit`.
-    """
+    """Up to `limit` events after `after`, each as (seq, its JSON text), asked for as a range
+    (`_after`)."""
     rows = _event_rows(session_id, after, limit, bounded=True)
-    if not rows:  # nothing in the range; look past it in case events were ever removed
+    if not rows:
         rows = _event_rows(session_id, after, limit, bounded=False)
     return [
         (
@@ -112,11 +128,8 @@ def read_events(session_id: int, after: int, limit: int = PAGE_SIZE) -> list[tup
 
 
 def _event_rows(session_id: int, after: int, limit: int, *, bounded: bool) -> list[tuple]:
-    events = Event.objects.filter(session_id=session_id, seq__gt=after)
-    if bounded:
-        events = events.filter(seq__lte=after + limit)
     return list(
-        events.order_by("seq")
+        _after(session_id, after, limit, bounded=bounded)
         .annotate(
             payload_json=Cast("payload", output_field=TextField()),
             created_text=_TimeText("created_at"),

@@ -73,7 +73,6 @@ from redis.exceptions import RedisError
 
 from sessions import live_access, presence
 from sessions.events import group_name
-from sessions.models import Event
 from sessions.rendering import live_fragment
 from sessions.stream.base import (
     BAD_INPUT,
@@ -87,7 +86,7 @@ from sessions.stream.base import (
     SessionSocket,
 )
 from sessions.stream.probe import SocketProbe
-from sessions.stream.read import frames_of, parse_after, read_events
+from sessions.stream.read import events_page, frames_of, parse_after, read_events
 from sessions.stream.tail import SessionTail, tail_attach, tail_detach
 
 log = logging.getLogger(__name__)
@@ -101,15 +100,7 @@ _LAYER_ERRORS = (RedisError, OSError, ConnectionError, asyncio.TimeoutError)
 
 def render_html_page(session_id: int, after: int) -> tuple[str, int]:
     """The page's HTML for up to HTML_PAGE events after `after`, and the last seq in it."""
-    events = list(
-        Event.objects.filter(
-            session_id=session_id, seq__gt=after, seq__lte=after + HTML_PAGE
-        ).order_by("seq")
-    )
-    if not events:
-        events = list(
-            Event.objects.filter(session_id=session_id, seq__gt=after).order_by("seq")[:HTML_PAGE]
-        )
+    events = events_page(session_id, after, HTML_PAGE)
     return (live_fragment(events), events[-1].seq) if events else ("", after)
 
 
