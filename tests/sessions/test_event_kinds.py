@@ -13,7 +13,7 @@ from sessions.events import append_event
 from sessions.models import Event, Session
 
 pytestmark = pytest.mark.django_db
-migration = importlib.import_module("sessions.migrations.0010_split_status_events")
+migration = importlib.import_module("sessions.migrations.0011_split_status_events")
 
 # Each shape a `status` event had, and the kind and payload it is now.
 OLD_AND_NEW = [

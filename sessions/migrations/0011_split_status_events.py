@@ -108,5 +108,5 @@ def backwards(apps, schema_editor) -> None:
 
 class Migration(migrations.Migration):
     atomic = False
-    dependencies = [("agent_sessions", "0009_agent_conversation")]
+    dependencies = [("agent_sessions", "0010_github_models_to_integrations")]
     operations = [migrations.RunPython(forwards, backwards)]
