@@ -18,10 +18,10 @@ from typing import Any, Literal, NotRequired, TypedDict
 
 # -- what the server writes when something happens to the session ------------------------------
 
-State = TypedDict(  # `from` is a keyword, hence the functional form
-    "State", {"from": str, "to": str, "reason": NotRequired[str]}
+StateChange = TypedDict(  # `from` is a keyword, hence the functional form
+    "StateChange", {"from": str, "to": str, "reason": NotRequired[str]}
 )
-State.__doc__ = "The session moved from one state to another (sessions.states)."
+StateChange.__doc__ = "The session moved from one state to another (sessions.states)."
 
 
 class StopRequested(TypedDict):
@@ -251,7 +251,7 @@ class EventKind:
 
 
 EVENT_KINDS: tuple[EventKind, ...] = (
-    EventKind("state", State, closed=True),
+    EventKind("state", StateChange, closed=True),
     EventKind("stop_requested", StopRequested, closed=True),
     EventKind("turn_finished", TurnFinished, closed=True),
     EventKind("workspace_synced", WorkspaceSynced, closed=True),

@@ -98,7 +98,7 @@ def _panel_updates(events: list[Event]) -> list[str]:
     updates = []
     names: list[str] = []
     for event in events:
-        if event.kind == "state":
+        if event.kind == "state" and "to" in event.payload:
             updates = [
                 render_to_string(
                     "sessions/_state_badge.html", {"state": event.payload["to"], "oob": True}
