@@ -124,7 +124,9 @@ class StopSerializer(serializers.Serializer):
 
 class EventSerializer(serializers.Serializer):
     seq = serializers.IntegerField()
-    kind = serializers.CharField()
+    kind = serializers.CharField(
+        help_text="what happened; the kinds and their payloads: docs/streaming.md, Event kinds"
+    )
     payload = serializers.DictField()
     created_at = serializers.DateTimeField()
 

@@ -22,35 +22,16 @@ from dataclasses import dataclass
 from typing import Any
 
 from channels.layers import get_channel_layer
+from django.conf import settings
 from django.core.files.base import ContentFile
 from django.core.files.storage import default_storage
 from django.db import DatabaseError, InterfaceError, OperationalError, connection, transaction
 
+from sessions.event_kinds import KINDS, check_payload
 from sessions.models import Event, Session
 
 log = logging.getLogger(__name__)
 
-KINDS = frozenset(
-    {
-        "status",
-        "prompt",
-        "agent_message",
-        "reasoning",
-        "tool_call",
-        "tool_result",
-        "command",
-        "output",
-        "diff",
-        "screenshot",
-        "approval",
-        "error",
-        "notice",
-        "usage",
-        "file_edit",
-        "terminal",
-        "egress_refused",
-    }
-)  # `presence` is broadcast only, never stored
 MAX_PAYLOAD = 64 * 1024
 KEEP_HEAD = KEEP_TAIL = 8 * 1024
 BATCH_SECONDS = 0.05
@@ -99,13 +80,16 @@ def append_events(session_id: int, events: Iterable[NewEvent | tuple[str, dict]]
     Retries when the database connection drops mid-append. The transaction commits whole or
     not at all, so a retry cannot leave a gap; and a drop during COMMIT itself (committed, but
     the reply lost) is recognised before retrying, so the batch is not stored twice. Raises
-    ValueError for an unknown kind and Session.DoesNotExist for a missing session.
+    ValueError for an unknown kind (or, with CHECK_EVENT_PAYLOADS, a payload that does not
+    fit its kind: sessions.event_kinds) and Session.DoesNotExist for a missing session.
     """
     batch = [e if isinstance(e, NewEvent) else NewEvent(*e) for e in events]
     if not batch:
         return Session.objects.filter(pk=session_id).values_list("last_seq", flat=True).get()
     for event in batch:
-        if event.kind not in KINDS:
+        if settings.CHECK_EVENT_PAYLOADS:  # DEBUG and the tests: each payload fits its kind
+            check_payload(event.kind, event.payload)
+        elif event.kind not in KINDS:
             raise ValueError(f"unknown event kind {event.kind!r}")
     # Repository secrets never reach a stored event or artifact (approvals.secrets).
     from approvals.secrets import redact_event_payload
