@@ -13,6 +13,7 @@ from inspect_web.accounts import user_named
 from sessions import services
 from sessions.agents import doctor as agents_doctor
 from sessions.models import Session, State
+from sessions.stream.read import events_after, serialize
 from snapshots.backends import sandbox_backend
 from snapshots.models import Repository
 
@@ -185,8 +186,6 @@ def session_stop(command, options) -> int:
 
 
 def session_events(command, options) -> int:
-    from sessions.events import events_after, serialize
-
     user = user_named(options["as_user"])
     session = _session(options["id"], user)
     if options["after"] < 0:
