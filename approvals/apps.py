@@ -6,5 +6,6 @@ class ApprovalsConfig(AppConfig):
     verbose_name = "Approvals and audit"
 
     def ready(self) -> None:
-        # Audit signal receivers and the encryption of stored OAuth tokens.
+        # In ready(), once the app registry is loaded (these import models): audit signal
+        # receivers and the encryption of stored OAuth tokens.
         from approvals import oauth_tokens, signals  # noqa: F401

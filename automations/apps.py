@@ -6,6 +6,7 @@ class AutomationsConfig(AppConfig):
     verbose_name = "Scheduled automations"
 
     def ready(self) -> None:
+        # In ready(), once the app registry is loaded: both modules import models.
         from automations import outcomes
         from sessions.services import session_state_changed
 

@@ -8,7 +8,8 @@ class SessionsConfig(AppConfig):
     verbose_name = "Agent sessions"
 
     def ready(self) -> None:
-        # The merge_pr executor of the approval gate, revert detection after a build's fetch,
+        # In ready(), once the app registry is loaded (these import models): the merge_pr
+        # executor of the approval gate, revert detection after a build's fetch,
         # the receiver that logs a session's approval requests as events, and the signals that
         # make open websockets and streams re-check access when a membership or a user changes.
         from sessions import approval_events, live_access, pulls  # noqa: F401

@@ -9,10 +9,13 @@ import time
 from django.core.exceptions import PermissionDenied
 from django.core.management.base import CommandError
 
+from inspect_web import access
 from inspect_web.accounts import user_named
+from inspect_web.celery import app
 from sessions import services
 from sessions.agents import doctor as agents_doctor
 from sessions.models import Session, State
+from sessions.runner import drive_session
 from sessions.stream.read import events_after, serialize
 from snapshots.backends import sandbox_backend
 from snapshots.models import Repository
@@ -75,8 +78,6 @@ def register(areas, command) -> None:
 
 
 def _session(pk: int, user) -> Session:
-    from inspect_web import access
-
     session = access.visible_to(user, Session.objects.filter(pk=pk)).first()
     if session is None:
         raise CommandError(f"no session {pk} on a repository {user.get_username()} is a member of")
@@ -121,8 +122,6 @@ def _finish(command, session: Session, options) -> int:
     if options.get("inline"):
         _run_inline(session)
     elif options.get("wait"):
-        from inspect_web.celery import app
-
         if not app.control.ping(timeout=2):
             command.stderr.write("no Celery worker answered within 2 s; running the turn here")
             _run_inline(session)
@@ -139,8 +138,6 @@ def _finish(command, session: Session, options) -> int:
 
 
 def _run_inline(session: Session) -> None:
-    from sessions.runner import drive_session
-
     drive_session(session.pk)
 
 

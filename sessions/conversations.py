@@ -12,6 +12,7 @@ from django.core.files.storage import default_storage
 from django.db import transaction
 
 from sessions.agents.base import Conversation, Image
+from sessions.forms import ATTACHMENTS, IMAGE_SUFFIXES
 from sessions.models import AgentConversation, Prompt, Session
 
 log = logging.getLogger(__name__)
@@ -55,8 +56,6 @@ def prompt_images(prompt: Prompt) -> tuple[Image, ...]:
     """The images attached to `prompt` (uploaded with a session's first prompt), as bytes for
     runtimes that send images to the model. A file gone from storage is skipped (its link is
     still in the prompt's text)."""
-    from sessions.forms import ATTACHMENTS, IMAGE_SUFFIXES
-
     if prompt.order != 1:
         return ()
     images = []

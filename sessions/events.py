@@ -27,6 +27,7 @@ from django.core.files.base import ContentFile
 from django.core.files.storage import default_storage
 from django.db import DatabaseError, InterfaceError, OperationalError, connection, transaction
 
+from sessions.controls import record_session_actions, redact_event_payload
 from sessions.event_kinds import KINDS, check_payload
 from sessions.models import Event, Session
 
@@ -92,8 +93,6 @@ def append_events(session_id: int, events: Iterable[NewEvent | tuple[str, dict]]
         elif event.kind not in KINDS:
             raise ValueError(f"unknown event kind {event.kind!r}")
     # Repository secrets never reach a stored event or artifact (approvals.secrets).
-    from sessions.controls import redact_event_payload
-
     payloads = [
         _cap(session_id, e.kind, redact_event_payload(session_id, e.payload)) for e in batch
     ]
@@ -133,8 +132,6 @@ def _audit_actions(session_id: int, batch: list[NewEvent], payloads: list[dict],
         return
 
     def record() -> None:
-        from sessions.controls import record_session_actions
-
         record_session_actions(session_id, audited)
 
     transaction.on_commit(record)

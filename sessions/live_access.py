@@ -23,6 +23,7 @@ from collections.abc import Awaitable, Callable
 from typing import Any
 
 from channels.db import database_sync_to_async
+from channels.layers import get_channel_layer
 from django.conf import settings
 from django.contrib.auth import get_user_model
 from django.db import transaction
@@ -31,6 +32,7 @@ from django.dispatch import receiver
 from django.http import Http404
 
 from inspect_web import access
+from sessions import events
 from sessions.models import Session
 from snapshots.models import Membership
 
@@ -83,15 +85,11 @@ def access_changed(user_id: int) -> None:
     Best effort: the heartbeat catches a lost message."""
 
     def send() -> None:
-        from channels.layers import get_channel_layer
-
-        from sessions.events import _layer_call
-
         layer = get_channel_layer()
         if layer is None:
             return
         try:
-            _layer_call(layer.group_send(user_group(user_id), {"type": ACCESS_CHANGED}))
+            events._layer_call(layer.group_send(user_group(user_id), {"type": ACCESS_CHANGED}))
         except Exception as exc:  # the heartbeat re-checks anyway
             log.warning("could not tell user %s's connections to re-check: %s", user_id, exc)
 

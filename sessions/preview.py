@@ -24,7 +24,10 @@ import socket
 from dataclasses import dataclass
 from urllib.parse import urljoin, urlsplit
 
+from sessions.screenshots import PreviewError, preview_port, start_preview
+from snapshots.backends import sandbox_backend
 from snapshots.recipe import Preview
+from snapshots.restore import recipe_of
 from snapshots.sandbox import Sandbox, SandboxError, SandboxGone
 
 log = logging.getLogger(__name__)
@@ -83,8 +86,6 @@ class ProxiedResponse:
 
 def live_sandbox(session) -> Sandbox:
     """The session's live sandbox, or PreviewUnavailable (404) when it is gone."""
-    from snapshots.backends import sandbox_backend
-
     gone = (
         "This session's sandbox is not running any more (it stops after a while idle), so "
         "there is nothing to preview. Queue a prompt to start it again."
@@ -98,8 +99,6 @@ def live_sandbox(session) -> Sandbox:
 
 
 def session_preview(session) -> Preview:
-    from snapshots.restore import recipe_of
-
     recipe = recipe_of(session.snapshot) if session.snapshot else None
     if recipe is None or recipe.preview is None:
         raise PreviewUnavailable(
@@ -112,8 +111,6 @@ def session_preview(session) -> Preview:
 
 def open_preview(sandbox: Sandbox, preview: Preview, *, start: bool = True) -> socket.socket:
     """A connection to the preview port; starts the preview first when nothing listens."""
-    from sessions.screenshots import PreviewError, preview_port, start_preview
-
     port = preview_port(preview)
     try:
         return sandbox.connect_port(port, timeout=TIMEOUT)

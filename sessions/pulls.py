@@ -17,6 +17,7 @@ from django.utils import timezone
 from django.utils.text import Truncator, slugify
 
 from approvals import audit, gate
+from approvals.secrets import SecretsUnavailable, secrets_found_in
 from sessions.codehosts import (
     AlreadyMerged,
     BranchTaken,
@@ -26,6 +27,8 @@ from sessions.codehosts import (
 )
 from sessions.events import append_event
 from sessions.models import Event, PullRequest, ReviewEvent, Session, State
+from sessions.screenshots import screenshot_markdown
+from sessions.services import session_transition
 from sessions.workspace_git import GIT
 from snapshots import mirror
 from snapshots.models import Repository
@@ -77,8 +80,6 @@ def pr_body(session: Session) -> str:
             mark = "✅" if p.get("ok") else "❌"
             lines.append(f"- {mark} `{p.get('command')}` ({p.get('duration_ms')} ms)")
         lines.append("")
-    from sessions.screenshots import screenshot_markdown
-
     shots = screenshot_markdown(session, settings.PUBLIC_URL)  # before/after, signed links
     if shots:
         lines.append(shots)
@@ -120,8 +121,6 @@ def _export_commits(session: Session, sandbox: Sandbox) -> str:
 def _refuse_secrets(session: Session, mirror_dir, commits: str) -> None:
     """Nothing that holds a repository secret's value leaves the platform: every commit's
     patch (history included, not only the final tree) is checked before it can be pushed."""
-    from approvals.secrets import SecretsUnavailable, secrets_found_in
-
     patches = mirror.git("log", "--patch", "--text", "--format=%B", commits, cwd=mirror_dir)
     try:
         found = secrets_found_in(session.repository, patches)
@@ -254,8 +253,6 @@ def publish_turn(session: Session, sandbox: Sandbox, *, fence: int | None = None
          "opened_as_app": pr.opened_as_app},
     )  # fmt: skip
     if session.state == State.IDLE:
-        from sessions.services import session_transition
-
         session_transition(session, State.PR_OPEN, fence=fence, reason=f"pull request {branch}")
     return pr
 
@@ -426,8 +423,6 @@ def execute_merge(approval) -> dict:
 
 def mark_merged(pr: PullRequest, *, merge_sha: str = "", merged_by=None, at=None) -> None:
     """Record a merge (done here or seen in a webhook) once, and move the session to merged."""
-    from sessions.services import session_transition
-
     updated = (
         PullRequest.objects.filter(pk=pr.pk)
         .exclude(state=PullRequest.State.MERGED)
@@ -447,8 +442,6 @@ def mark_merged(pr: PullRequest, *, merge_sha: str = "", merged_by=None, at=None
 
 
 def mark_closed(pr: PullRequest, *, at=None) -> None:
-    from sessions.services import session_transition
-
     if not PullRequest.objects.filter(pk=pr.pk, state=PullRequest.State.OPEN).update(
         state=PullRequest.State.CLOSED, closed_at=at or timezone.now()
     ):
@@ -460,8 +453,6 @@ def mark_closed(pr: PullRequest, *, at=None) -> None:
 
 
 def mark_reopened(pr: PullRequest) -> None:
-    from sessions.services import session_transition
-
     if not PullRequest.objects.filter(pk=pr.pk, state=PullRequest.State.CLOSED).update(
         state=PullRequest.State.OPEN, closed_at=None
     ):

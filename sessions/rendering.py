@@ -10,12 +10,14 @@ from collections.abc import Iterable
 
 from django.template.loader import render_to_string
 from django.utils.html import format_html
+from django.utils.safestring import mark_safe
 from pygments import highlight
 from pygments.formatters import HtmlFormatter
 from pygments.lexers import DiffLexer
 
+from approvals.models import ApprovalRequest
 from sessions.event_kinds import KINDS, PULL_REQUEST_KINDS
-from sessions.models import Event, PullRequest
+from sessions.models import Event, PullRequest, Session
 
 COLLAPSE_LINES = 400
 MAX_HIGHLIGHT = 200_000  # characters; beyond this the patch is shown plain (already truncated)
@@ -47,8 +49,6 @@ def live_fragment(events: list[Event]) -> str:
 
 
 def _mark_safe(html: str):
-    from django.utils.safestring import mark_safe
-
     return mark_safe(html)  # noqa: S308 - rendered by our own escaped templates
 
 
@@ -75,8 +75,6 @@ PANELS = (
 
 def panel_context(session, names: Iterable[str] = PANELS) -> dict:
     """The template context for the named side panels of `session`'s page."""
-    from approvals.models import ApprovalRequest
-
     builders = {
         "prompts": lambda: session.prompts.select_related("author"),
         "timings": lambda: None,
@@ -93,8 +91,6 @@ def panel_context(session, names: Iterable[str] = PANELS) -> dict:
 
 
 def _panel_updates(events: list[Event]) -> list[str]:
-    from sessions.models import Session
-
     updates = []
     names: list[str] = []
     for event in events:

@@ -30,8 +30,9 @@ from django.urls import reverse
 from django.utils.crypto import constant_time_compare
 
 from sessions.events import append_events
-from sessions.models import Prompt, Session
+from sessions.models import Event, Prompt, Session
 from snapshots.recipe import Preview, Recipe
+from snapshots.restore import recipe_of, restore_sandbox
 from snapshots.sandbox import Limits, Sandbox, SandboxError
 
 log = logging.getLogger(__name__)
@@ -236,8 +237,6 @@ def _cache_name(snapshot, preview: Preview, path: str) -> str:
 def before_shots(session: Session, preview: Preview) -> dict[str, bytes]:
     """The base commit's images, per path: from the snapshot's cache, else captured in a fresh
     sandbox restored from the snapshot (then cached for every session on it)."""
-    from snapshots.restore import restore_sandbox
-
     snapshot = session.snapshot
     names = {path: _cache_name(snapshot, preview, path) for path in preview.paths}
     shots = {}
@@ -271,8 +270,6 @@ def capture_turn_screenshots(
 ) -> int:
     """Before/after screenshots for a turn that touched UI files; returns how many events were
     appended. Never raises: a failure is an `error` event (the turn itself stands)."""
-    from snapshots.restore import recipe_of
-
     try:
         recipe = recipe or (recipe_of(session.snapshot) if session.snapshot else None)
         if recipe is None or recipe.preview is None or not recipe.ui:
@@ -333,8 +330,6 @@ def capture_turn_screenshots(
 def screenshot_markdown(session: Session, base_url: str = "") -> str:
     """The newest turn's before/after pairs as a Markdown table for a pull request body, with
     signed image links (see signed_image_url); "" when the session has no screenshots."""
-    from sessions.models import Event
-
     newest = (
         Event.objects.filter(session=session, kind="screenshot")
         .order_by("-seq")

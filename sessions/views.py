@@ -2,6 +2,7 @@ from django.contrib import messages
 from django.contrib.auth import get_user_model
 from django.contrib.auth.decorators import login_required
 from django.core.exceptions import PermissionDenied
+from django.core.files.storage import default_storage
 from django.db import transaction
 from django.db.models import Q
 from django.http import FileResponse, Http404, HttpRequest, HttpResponse, JsonResponse
@@ -11,11 +12,14 @@ from django.utils.html import format_html
 from django.utils.safestring import mark_safe
 from django.views.decorators.http import require_POST
 
+from approvals.gate import ApprovalError
 from inspect_web import access, roles
 from sessions import rendering, services
 from sessions.agents import RUNTIME_NAMES
-from sessions.forms import NewSessionForm
+from sessions.forms import ATTACHMENTS, IMAGE_SUFFIXES, NewSessionForm
 from sessions.models import Attachment, Session, State
+from sessions.pulls import request_merge
+from snapshots.tasks import prewarm
 
 PAGE_EVENTS = 300
 
@@ -95,8 +99,6 @@ def session_new(request: HttpRequest) -> HttpResponse:
 @require_POST
 def session_prewarm(request: HttpRequest) -> HttpResponse:
     """Typing in the prompt restores a sandbox for this user and repository ahead of time."""
-    from snapshots.tasks import prewarm
-
     repository = (
         access.repositories_for(request.user, permission=roles.START_SESSION)
         .filter(pk=request.POST.get("repository") or 0)
@@ -114,10 +116,6 @@ def session_attachment(request: HttpRequest, folder: str, name: str) -> HttpResp
     """An image attached to a session's prompt, for members of that session's repository (and,
     for a stored file that belongs to no session, site admins). Where the link is quoted does
     not matter: a link in one's own prompt to another repository's image grants nothing."""
-    from django.core.files.storage import default_storage
-
-    from sessions.forms import ATTACHMENTS, IMAGE_SUFFIXES
-
     attachment = Attachment.objects.filter(folder=folder, name=name).first()
     if attachment is None or attachment.session_id is None:
         allowed = request.user.is_superuser  # no owner to ask: site admins only
@@ -218,9 +216,6 @@ def session_stop(request: HttpRequest, pk: int) -> HttpResponse:
 @require_POST
 def session_merge(request: HttpRequest, pk: int) -> HttpResponse:
     """Ask for the session's pull request to be merged: it waits in the approvals inbox."""
-    from approvals.gate import ApprovalError
-    from sessions.pulls import request_merge
-
     session = access.get_visible_or_404(request.user, Session.objects.all(), pk=pk)
     pr = getattr(session, "pull_request", None)
     if pr is None:

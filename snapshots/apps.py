@@ -6,5 +6,6 @@ class SnapshotsConfig(AppConfig):
     verbose_name = "Repositories and snapshots"
 
     def ready(self) -> None:
-        # The widen_egress executor of the approval gate.
+        # In ready(), once the app registry is loaded (egress imports models): registers the
+        # widen_egress executor of the approval gate.
         from snapshots import egress  # noqa: F401

@@ -6,7 +6,9 @@ import os
 
 from django.conf import settings
 
+from sessions.agents.installs import modal_image_commands
 from snapshots.sandbox import BackendUnavailable, SandboxBackend
+from snapshots.sandbox.local import LocalBackend
 
 _backends: dict[tuple[int, str], SandboxBackend] = {}
 
@@ -23,8 +25,6 @@ def sandbox_backend(name: str | None = None) -> SandboxBackend:
 def _build(name: str) -> SandboxBackend:
     # Rows name the backend that made them ("local-bwrap", "local-runsc", "modal").
     if name == "local" or name.startswith("local-"):
-        from snapshots.sandbox.local import LocalBackend
-
         runtime = name.removeprefix("local-") if name != "local" else settings.SANDBOX_RUNTIME
         return LocalBackend(
             root=settings.SANDBOX_ROOT,
@@ -40,7 +40,7 @@ def _build(name: str) -> SandboxBackend:
             raise BackendUnavailable(
                 "the modal backend needs MODAL_TOKEN_ID and MODAL_TOKEN_SECRET to be set"
             )
-        from sessions.agents.installs import modal_image_commands
+        # Only a modal deployment loads the modal SDK (heavy, optional dependency).
         from snapshots.sandbox.modal_backend import ModalBackend
 
         return ModalBackend(

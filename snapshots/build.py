@@ -23,7 +23,9 @@ from django.db import transaction
 from django.utils import timezone
 
 from approvals.redaction import redact
+from approvals.secrets import SecretsUnavailable, secret_env
 from inspect_web.redis_client import get_redis
+from sessions.agents import installs
 from snapshots import mirror
 from snapshots.backends import sandbox_backend
 from snapshots.egress import as_json, egress_for_build
@@ -235,8 +237,6 @@ def _build(repository: Repository, branch: str, build_log: BuildLog) -> Snapshot
 def _install_agent_pins(recipe, build_log: BuildLog, backend_name: str) -> None:
     """The agent CLI versions the recipe pins, installed on this worker (by npm, beside the
     platform's pinned ones) — never in the sandbox, which needs no egress to the npm registry."""
-    from sessions.agents import installs
-
     for runtime, version in recipe.agents:
         if backend_name == "modal":
             if version != installs.PINNED[runtime].version:
@@ -257,8 +257,6 @@ def _install_agent_pins(recipe, build_log: BuildLog, backend_name: str) -> None:
 
 
 def _secret_env(repository: Repository) -> dict[str, str]:
-    from approvals.secrets import SecretsUnavailable, secret_env
-
     try:
         return secret_env(repository, scope="setup_start")
     except SecretsUnavailable as exc:

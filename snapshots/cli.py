@@ -12,7 +12,11 @@ from django.core.exceptions import ValidationError
 from django.core.management.base import CommandError
 
 from snapshots import mirror
+from snapshots.build import snapshot_build
+from snapshots.garbage import collect_snapshot_garbage
 from snapshots.models import Membership, Repository, Role, Snapshot
+from snapshots.restore import NoSnapshot, restore_sandbox
+from snapshots.sandbox import SandboxError
 
 
 def register(areas, command) -> None:
@@ -158,8 +162,6 @@ def _snapshot_json(snapshot: Snapshot) -> dict:
 
 
 def snapshot_refresh(command, options) -> int:
-    from snapshots.build import snapshot_build
-
     repository = repository_named(options["name"])
     echo = None if options["json"] else command.stdout.write
     snapshot = snapshot_build(repository, branch=options["branch"], echo=echo)
@@ -194,17 +196,12 @@ def snapshot_list(command, options) -> int:
 
 
 def snapshot_gc(command, options) -> int:
-    from snapshots.garbage import collect_snapshot_garbage
-
     deleted = collect_snapshot_garbage()
     command.stdout.write(f"deleted {len(deleted)} snapshots" + (f": {deleted}" if deleted else ""))
     return 0
 
 
 def sandbox_exec(command, options) -> int:
-    from snapshots.restore import NoSnapshot, restore_sandbox
-    from snapshots.sandbox import SandboxError
-
     repository = repository_named(options["name"])
     argv = options["argv"]
     started = time.perf_counter()

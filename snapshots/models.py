@@ -4,6 +4,7 @@ from django.conf import settings
 from django.core.validators import RegexValidator
 from django.db import models
 from django.urls import reverse
+from django.utils import timezone
 
 from inspect_web.runtimes import REPOSITORY_DEFAULT_RUNTIMES
 from snapshots.sandbox import NetworkPolicy
@@ -128,6 +129,4 @@ class Snapshot(models.Model):
 
     @property
     def age(self):
-        from django.utils import timezone
-
         return timezone.now() - (self.finished_at or self.created_at)

@@ -11,6 +11,7 @@ import tomllib
 from dataclasses import dataclass, field
 from pathlib import Path
 
+from sessions.agents import installs
 from snapshots.repository_files import LinkedPath, read_repository_file
 from snapshots.sandbox import NetworkPolicy
 
@@ -170,8 +171,6 @@ def _preview(data: dict, where: str) -> Preview:
 
 def _agents(data: object, where: str) -> tuple[tuple[str, str], ...]:
     """`[agents]`: runtime = "version" pins, checked the way the platform installs them."""
-    from sessions.agents import installs
-
     known = ", ".join(sorted(installs.PINNED))
     if not isinstance(data, dict):
         raise RecipeError(

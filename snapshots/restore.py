@@ -9,6 +9,7 @@ from dataclasses import dataclass, field, replace
 from functools import partial
 
 from approvals.audit import record
+from approvals.secrets import SecretsUnavailable, secret_env
 from snapshots import mirror
 from snapshots.actions import snapshot_refresh_request
 from snapshots.backends import sandbox_backend
@@ -210,8 +211,6 @@ def sync_drift(restored: Restored, repository: Repository, *, fetch: bool = Fals
 
 
 def _secret_env(repository: Repository) -> dict[str, str]:
-    from approvals.secrets import SecretsUnavailable, secret_env
-
     try:
         return secret_env(repository, scope="setup_start")
     except SecretsUnavailable as exc:

@@ -8,13 +8,16 @@ from celery import shared_task
 from django.db.models import Max
 from django.utils import timezone
 
+from snapshots.build import snapshot_build
+from snapshots.garbage import collect_snapshot_garbage as collect
 from snapshots.models import Repository, Snapshot
+from snapshots.prewarm import prewarm_sandbox
+from snapshots.prewarm import reap_prewarmed_sandboxes as reap
+from snapshots.restore import NoSnapshot
 
 
 @shared_task(acks_late=True)
 def refresh_snapshot(repository_id: int) -> int | None:
-    from snapshots.build import snapshot_build
-
     repository = Repository.objects.filter(pk=repository_id).first()
     if repository is None:
         return None
@@ -45,23 +48,16 @@ def refresh_due_snapshots() -> list[int]:
 
 @shared_task
 def collect_snapshot_garbage() -> list[int]:
-    from snapshots.garbage import collect_snapshot_garbage as collect
-
     return collect()
 
 
 @shared_task
 def reap_prewarmed_sandboxes() -> int:
-    from snapshots.prewarm import reap_prewarmed_sandboxes as reap
-
     return reap()
 
 
 @shared_task
 def prewarm(user_id: int, repository_id: int) -> str | None:
-    from snapshots.prewarm import prewarm_sandbox
-    from snapshots.restore import NoSnapshot
-
     repository = Repository.objects.filter(pk=repository_id).first()
     if repository is None:
         return None

@@ -62,6 +62,7 @@ def start_egress_proxy(
     ``gid`` is the group the host's egress table confines (see netns.py), a backstop to the
     proxy's own address checks.
     """
+    # Not at module top: run as a script (`python -I egress.py`), this module loads stdlib only.
     from snapshots.sandbox.netns import host_addresses
     from snapshots.sandbox.protocol import unix_path
 

@@ -21,6 +21,7 @@ is ``<HBBI`` (code, jump-if-true, jump-if-false, k) and the kernel hands the pro
 
 from __future__ import annotations
 
+import ctypes
 import errno
 import functools
 import platform
@@ -97,8 +98,6 @@ def landlock_abi() -> int:
     """The kernel's Landlock ABI version (0 without Landlock): the local backend gives every
     command given secrets a Landlock domain of its own (see
     sandbox_init.confine.enter_own_domain)."""
-    import ctypes
-
     libc = ctypes.CDLL(None, use_errno=True)
     libc.syscall.restype = ctypes.c_long
     version = libc.syscall(ctypes.c_long(444), None, ctypes.c_size_t(0), ctypes.c_uint32(1))
