@@ -8,6 +8,7 @@ from rest_framework import serializers
 from approvals.models import ApprovalRequest
 from sessions.agents import RUNTIME_NAMES
 from sessions.models import Prompt, Session, State
+from sessions.rendering import latest_verification
 from sessions.stream.read import MAX_SEQ
 from snapshots.models import Repository, Snapshot
 
@@ -84,8 +85,6 @@ class SessionDetailSerializer(SessionSerializer):
 
     @extend_schema_field(VerificationSerializer)
     def get_verification(self, session) -> dict:
-        from sessions.rendering import latest_verification
-
         commands = latest_verification(session)
         return {
             "turn": commands[0].get("turn") if commands else None,

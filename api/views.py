@@ -3,7 +3,7 @@ inspect_web.access's (non-member: 404; role without the right: 403 with the reas
 
 from __future__ import annotations
 
-from django.http import Http404
+from django.http import Http404, JsonResponse
 from django.views.decorators.csrf import csrf_exempt
 from drf_spectacular.utils import extend_schema
 from rest_framework import status
@@ -291,8 +291,6 @@ class MetricsSummaryView(APIView):
 @csrf_exempt  # token clients have no CSRF cookie; this view changes nothing
 def not_found(request, path: str = ""):
     """Any other address under /api/: a JSON 404 (not the HTML page), as clients expect."""
-    from django.http import JsonResponse
-
     return JsonResponse(
         {"detail": f"no API endpoint at {request.path}; the operations are listed at /api/schema/"},
         status=404,

@@ -7,6 +7,8 @@ import logging
 
 from django.db import transaction
 
+from automations.models import AutomationRun
+from automations.services import run_finish
 from sessions.models import State
 
 log = logging.getLogger(__name__)
@@ -23,9 +25,6 @@ def on_session_state(sender, *, session, previous: str, state: str, **kwargs) ->
 
 
 def record_outcome(session_id: int, state: str) -> None:
-    from automations.models import AutomationRun
-    from automations.services import run_finish
-
     run = AutomationRun.objects.filter(
         session_id=session_id, state=AutomationRun.State.STARTED
     ).first()

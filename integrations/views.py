@@ -10,7 +10,9 @@ from django.http import HttpRequest, HttpResponse, JsonResponse
 from django.views.decorators.csrf import csrf_exempt
 from django.views.decorators.http import require_POST
 
+from integrations.models import SlackThread
 from integrations.slack.signature import request_is_from_slack
+from integrations.slack.web import client
 from integrations.tasks import handle_slack_message
 
 REFUSED = "the request is not signed with this app's signing secret, or is older than 5 minutes"
@@ -40,17 +42,16 @@ def events(request: HttpRequest) -> HttpResponse:
     direct = event.get("type") == "message" and event.get("channel_type") == "im"
     in_our_thread = event.get("type") == "message" and event.get("thread_ts")
     if from_a_person and (event.get("type") == "app_mention" or direct or in_our_thread):
-        if in_our_thread and not direct:
-            from integrations.models import SlackThread
-
-            # Channel messages reach us only when subscribed; act on our threads only.
-            if (
-                not SlackThread.objects.filter(
-                    channel_id=event.get("channel", ""), thread_ts=event["thread_ts"]
-                ).exists()
-                and event.get("type") != "app_mention"
-            ):
-                return HttpResponse(status=200)
+        # Channel messages reach us only when subscribed; act on our threads only.
+        if (
+            in_our_thread
+            and not direct
+            and not SlackThread.objects.filter(
+                channel_id=event.get("channel", ""), thread_ts=event["thread_ts"]
+            ).exists()
+            and event.get("type") != "app_mention"
+        ):
+            return HttpResponse(status=200)
         _enqueue(
             channel=event.get("channel", ""),
             user=event.get("user", ""),
@@ -72,8 +73,6 @@ def command(request: HttpRequest) -> HttpResponse:
     if not text:
         usage = "Usage: `/inspect repo:NAME what the agent should do`"
         return JsonResponse({"response_type": "ephemeral", "text": usage})
-    from integrations.slack.web import client
-
     channel = request.POST.get("channel_id", "")
     user = request.POST.get("user_id", "")
     # The thread to answer in: a message of ours quoting the request.

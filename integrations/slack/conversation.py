@@ -18,6 +18,7 @@ from integrations.slack import routing
 from integrations.slack.blocks import status_blocks
 from integrations.slack.web import client
 from sessions import services
+from sessions.models import Prompt
 
 log = logging.getLogger(__name__)
 MENTION = re.compile(r"<@[A-Z0-9]+>")
@@ -94,8 +95,6 @@ def handle_message(*, channel: str, user: str, text: str, ts: str, thread_ts: st
 def _follow_up(thread: SlackThread, account, text: str) -> None:
     if not text:
         return
-    from sessions.models import Prompt
-
     session = thread.session
     # Asked before queueing: is something still to run ahead of this prompt?
     ahead = session.prompts.filter(state__in=[Prompt.State.QUEUED, Prompt.State.RUNNING])
