@@ -28,6 +28,7 @@ test: $(VENV)/.installed system-packages
 	$(BIN)/ruff check .
 	$(BIN)/ruff format --check .
 	$(BIN)/lint-imports --no-cache
+	$(BIN)/python scripts/function-imports
 	PYTHON=$(BIN)/python scripts/security-checks
 	INSPECT_DATA_DIR=$(CURDIR)/var/test $(BIN)/python -m pytest $(PYTEST_ARGS)
 
@@ -35,6 +36,8 @@ lint: $(VENV)/.installed
 	$(BIN)/ruff check .
 	$(BIN)/ruff format --check .
 	$(BIN)/lint-imports --no-cache
+	# Lists imports inside a function without a `# why`; add --strict once the list is empty.
+	$(BIN)/python scripts/function-imports
 
 format: $(VENV)/.installed
 	$(BIN)/ruff check --fix .

@@ -9,6 +9,7 @@ from django.conf import settings
 from sessions.agents.installs import modal_image_commands
 from snapshots.sandbox import BackendUnavailable, SandboxBackend
 from snapshots.sandbox.local import LocalBackend
+from snapshots.sandbox.modal_backend import ModalBackend  # the SDK itself loads on first use
 
 _backends: dict[tuple[int, str], SandboxBackend] = {}
 
@@ -40,9 +41,6 @@ def _build(name: str) -> SandboxBackend:
             raise BackendUnavailable(
                 "the modal backend needs MODAL_TOKEN_ID and MODAL_TOKEN_SECRET to be set"
             )
-        # Only a modal deployment loads the modal SDK (heavy, optional dependency).
-        from snapshots.sandbox.modal_backend import ModalBackend
-
         return ModalBackend(
             token_id=settings.MODAL_TOKEN_ID,
             token_secret=settings.MODAL_TOKEN_SECRET,
