@@ -311,7 +311,7 @@ def entries_visible_to(user):
     their own entries that name no repository, such as their logins)."""
     from django.db.models import Q
 
-    from inspect_web import access
+    from accounts import access
 
     if not user.is_authenticated:
         return AuditEntry.objects.none()

@@ -162,7 +162,7 @@ def approval_list(command, options) -> int:
 
 
 def approval_decide(command, options) -> int:
-    from inspect_web import access
+    from accounts import access
 
     user = _user(options["as_user"])
     approval = (

@@ -234,7 +234,7 @@ def egress_for_build(
 def recipe_override_set(*, repository, text: str, by) -> ApprovalRequest | None:
     """Set the repository's dashboard recipe (MANAGE_REPOSITORY needed). RecipeError if it does
     not parse. Returns None when applied, or the pending request when it widens egress."""
-    from inspect_web import access, roles
+    from accounts import access, roles
 
     access.require_repo_permission(by, repository, roles.MANAGE_REPOSITORY)
     new = parse_recipe(text, where="the recipe set in the dashboard") if text.strip() else None

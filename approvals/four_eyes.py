@@ -22,8 +22,8 @@ from collections.abc import Iterable
 
 from django.db.models import Min, Q
 
+from accounts.identity import verified_email
 from approvals.models import ApprovalRequest, AuditEntry
-from inspect_web.accounts import verified_email
 from sessions.models import Event, Prompt
 
 ASKED = "You asked for this action; another reviewer has to decide it."

@@ -167,7 +167,7 @@ def approval_decide(
     authored one of its commits). ApprovalError: it is no longer pending (decided already: a
     replay) or expired.
     """
-    from inspect_web import access, roles
+    from accounts import access, roles
 
     access.require_repo_permission(user, approval.repository, roles.DECIDE_APPROVAL)
     conflict = decider_conflict(user, approval)

@@ -83,8 +83,8 @@ def secret_set(*, repository, name: str, value: str, scope: str = Scope.SETUP_ST
     change (name, scope, who) is."""
     from django.core.exceptions import ValidationError
 
+    from accounts import access, roles
     from approvals import audit
-    from inspect_web import access, roles
 
     access.require_repo_permission(by, repository, roles.MANAGE_REPOSITORY)
     if scope not in Scope.values:
@@ -123,8 +123,8 @@ def secret_set(*, repository, name: str, value: str, scope: str = Scope.SETUP_ST
 
 
 def secret_delete(*, repository, name: str, by) -> bool:
+    from accounts import access, roles
     from approvals import audit
-    from inspect_web import access, roles
 
     access.require_repo_permission(by, repository, roles.MANAGE_REPOSITORY)
     with transaction.atomic():

@@ -55,7 +55,8 @@ def manager_of(prefix: str):
     from django.contrib.auth import get_user_model
     from django.test import Client
 
-    from snapshots.models import Membership, Repository, Role
+    from accounts.models import Membership, Role
+    from snapshots.models import Repository
 
     user = get_user_model().objects.create_user(f"{prefix}-manager", password="unused-password")
     Membership.objects.bulk_create(

@@ -360,8 +360,9 @@ def payload(n: int) -> dict:
 
 
 def make_session(k: int, user):
+    from accounts.models import Membership
     from sessions.models import Session
-    from snapshots.models import Membership, Repository
+    from snapshots.models import Repository
 
     repository, _ = Repository.objects.get_or_create(name="bench", url="/srv/git/bench.git")
     Membership.objects.get_or_create(

@@ -54,7 +54,7 @@ from django.db.models.functions import TruncDay, TruncWeek
 from django.http import Http404
 from django.utils import timezone
 
-from inspect_web import access, roles
+from accounts import access, roles
 from sessions.models import Prompt, PullRequest, ReviewEvent, Session
 from snapshots.models import Repository
 

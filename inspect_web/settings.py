@@ -57,6 +57,7 @@ INSTALLED_APPS = [
     "allauth.socialaccount",
     "allauth.socialaccount.providers.github",
     "inspect_web",
+    "accounts",
     "snapshots",
     "sessions.apps.SessionsConfig",
     "approvals",
@@ -339,8 +340,8 @@ ACCOUNT_LOGOUT_REDIRECT_URL = "account_login"
 ACCOUNT_LOGIN_METHODS = {"username", "email"}
 ACCOUNT_SIGNUP_FIELDS = ["username*", "email", "password1*", "password2*"]
 ACCOUNT_EMAIL_VERIFICATION = "none"
-ACCOUNT_ADAPTER = "inspect_web.accounts.AccountAdapter"
-SOCIALACCOUNT_ADAPTER = "inspect_web.accounts.SocialAccountAdapter"
+ACCOUNT_ADAPTER = "accounts.identity.AccountAdapter"
+SOCIALACCOUNT_ADAPTER = "accounts.identity.SocialAccountAdapter"
 # Self-hosted: accounts are created by an admin unless signup is opened explicitly.
 OPEN_SIGNUP = env.env_bool("INSPECT_OPEN_SIGNUP", False)
 

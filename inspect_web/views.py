@@ -4,7 +4,7 @@ from django.shortcuts import render
 from django.utils.http import urlencode
 from django.views.decorators.http import require_POST
 
-from inspect_web import access
+from accounts import access
 from inspect_web import metrics as metrics_figures
 from sessions.models import PullRequest, Session
 

@@ -70,7 +70,7 @@ def _user(name: str | None):
 
 
 def _session(pk: int, user) -> Session:
-    from inspect_web import access
+    from accounts import access
 
     session = access.visible_to(user, Session.objects.filter(pk=pk)).first()
     if session is None:

@@ -15,7 +15,7 @@ from datetime import UTC, datetime
 
 from django.conf import settings
 
-from inspect_web.accounts import verified_email
+from accounts.identity import verified_email
 from snapshots import mirror
 from snapshots.models import Repository
 

@@ -4,9 +4,10 @@ from __future__ import annotations
 
 from django.core.management.base import CommandError
 
+from accounts.models import Membership, Role
 from sessions.codehosts import CodeHostError, repository_link_github
 from sessions.models import GitHubLink
-from snapshots.models import Membership, Repository, Role
+from snapshots.models import Repository
 
 
 def register(areas, command) -> None:

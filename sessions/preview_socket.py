@@ -28,7 +28,7 @@ from channels.generic.websocket import AsyncWebsocketConsumer
 from django.contrib.auth.models import AnonymousUser
 from django.http import Http404
 
-from inspect_web import access
+from accounts import access
 from sessions import live_access
 from sessions.models import Session
 

@@ -15,9 +15,9 @@ from django.conf import settings
 from django.db import transaction
 from django.utils import timezone
 
+from accounts.identity import verified_email
 from approvals import audit
 from approvals.agent import SessionApprovals, agent_env
-from inspect_web.accounts import verified_email
 from sessions import conversations, services, states
 from sessions.agents import AgentError, get_runtime, turn_limits
 from sessions.agents.base import EVENT_KIND, Author, Turn

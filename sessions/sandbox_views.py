@@ -12,8 +12,8 @@ from django.http import FileResponse, Http404, HttpRequest, HttpResponse
 from django.shortcuts import redirect
 from django.views.decorators.csrf import csrf_exempt
 
+from accounts import access
 from approvals.audit import record
-from inspect_web import access
 from sessions import preview as live
 from sessions import preview_origin as origin
 from sessions.models import Session

@@ -52,7 +52,7 @@ from django.contrib.auth.models import AnonymousUser
 from django.http import Http404
 from django.utils import timezone
 
-from inspect_web import access, roles
+from accounts import access, roles
 from sessions import live_access
 from sessions.models import Session
 from snapshots.sandbox import Pty, Sandbox, SandboxError, SandboxGone

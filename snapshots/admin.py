@@ -1,6 +1,7 @@
 from django.contrib import admin
 
-from snapshots.models import Membership, Repository, Snapshot
+from accounts.models import Membership
+from snapshots.models import Repository, Snapshot
 
 
 class MembershipInline(admin.TabularInline):

@@ -11,8 +11,9 @@ from django.contrib.auth import get_user_model
 from django.core.exceptions import ValidationError
 from django.core.management.base import CommandError
 
+from accounts.models import Membership, Role
 from snapshots import mirror
-from snapshots.models import Membership, Repository, Role, Snapshot
+from snapshots.models import Repository, Snapshot
 
 
 def register(areas, command) -> None:

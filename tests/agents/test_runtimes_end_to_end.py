@@ -126,7 +126,7 @@ def configure(settings, case: Case, route, standin) -> None:
 def second_engineer(team):
     from django.contrib.auth import get_user_model
 
-    from snapshots.models import Membership, Role
+    from accounts.models import Membership, Role
 
     grace = get_user_model().objects.create_user(
         "grace", first_name="Grace", last_name="Hopper", password="correct horse battery staple"
