@@ -1,4 +1,3 @@
-from django.conf import settings
 from django.contrib import messages
 from django.contrib.auth.decorators import login_required
 from django.http import HttpRequest, HttpResponse
@@ -8,6 +7,7 @@ from django.views.decorators.http import require_POST
 from accounts import access, roles
 from approvals.egress import describe, egress_in_force, widening_requests
 from snapshots.actions import snapshot_refresh_request
+from snapshots.egress_settings import egress_settings
 from snapshots.models import Snapshot
 
 
@@ -34,7 +34,7 @@ def snapshot_list(request: HttpRequest) -> HttpResponse:
                 "egress_requests": widening_requests(repository),
             }
         )
-    context = {"rows": rows, "egress_exceptions": settings.EGRESS_EXCEPTIONS}
+    context = {"rows": rows, "egress_exceptions": egress_settings().exceptions}
     return render(request, "snapshots/list.html", context)
 
 

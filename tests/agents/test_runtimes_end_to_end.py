@@ -91,8 +91,9 @@ def model_repo(settings, standin, inspect_cli, make_git_repo, team):
     from snapshots import backends
 
     route = standin.sandbox_route()
-    settings.EGRESS_HOSTS = route.egress_hosts
-    settings.EGRESS_EXCEPTIONS = route.egress_exceptions
+    # The settings hold the entries as an operator writes them.
+    settings.EGRESS_HOSTS_SPEC = ",".join(f"{n}={a}" for n, a in route.egress_hosts.items())
+    settings.EGRESS_EXCEPTIONS_SPEC = ",".join(e.spec() for e in route.egress_exceptions)
     settings.AGENT_MAX_WALL_SECONDS = 300
     settings.AUTO_PULL_REQUEST = True
     backends._backends.clear()  # built from the settings above
