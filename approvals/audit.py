@@ -30,6 +30,7 @@ from django.conf import settings
 from django.db import connection, transaction
 from django.utils import timezone
 
+from accounts import access
 from approvals.audit_sink import read_heads, sink_path, sink_target, write_head
 from approvals.models import AuditEntry, AuditHead
 
@@ -310,8 +311,6 @@ def entries_visible_to(user):
     """Entries `user` may read: all for a site admin, else those of their repositories (and
     their own entries that name no repository, such as their logins)."""
     from django.db.models import Q
-
-    from accounts import access
 
     if not user.is_authenticated:
         return AuditEntry.objects.none()

@@ -10,6 +10,7 @@ import sys
 from django.core.exceptions import PermissionDenied, ValidationError
 from django.core.management.base import CommandError
 
+from accounts import access
 from approvals import audit, gate
 from approvals.egress import current_recipe, recipe_override_set
 from approvals.models import ApprovalPolicy, ApprovalRequest, RepositorySecret
@@ -162,8 +163,6 @@ def approval_list(command, options) -> int:
 
 
 def approval_decide(command, options) -> int:
-    from accounts import access
-
     user = _user(options["as_user"])
     approval = (
         access.visible_to(user, ApprovalRequest.objects.select_related("repository", "session"))

@@ -17,6 +17,7 @@ from django.db import transaction
 from django.db.models import Q
 from django.utils import timezone
 
+from accounts import access, roles
 from approvals import audit, gate
 from approvals.models import ApprovalRequest
 from approvals.policy import approval_required
@@ -234,8 +235,6 @@ def egress_for_build(
 def recipe_override_set(*, repository, text: str, by) -> ApprovalRequest | None:
     """Set the repository's dashboard recipe (MANAGE_REPOSITORY needed). RecipeError if it does
     not parse. Returns None when applied, or the pending request when it widens egress."""
-    from accounts import access, roles
-
     access.require_repo_permission(by, repository, roles.MANAGE_REPOSITORY)
     new = parse_recipe(text, where="the recipe set in the dashboard") if text.strip() else None
     before = approved_egress(repository)

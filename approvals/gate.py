@@ -29,6 +29,7 @@ from django.db.models import Q
 from django.dispatch import Signal
 from django.utils import timezone
 
+from accounts import access, roles
 from approvals import audit
 from approvals.four_eyes import decider_conflict
 from approvals.models import ApprovalRequest
@@ -167,8 +168,6 @@ def approval_decide(
     authored one of its commits). ApprovalError: it is no longer pending (decided already: a
     replay) or expired.
     """
-    from accounts import access, roles
-
     access.require_repo_permission(user, approval.repository, roles.DECIDE_APPROVAL)
     conflict = decider_conflict(user, approval)
     if conflict is not None:

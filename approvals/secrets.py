@@ -20,6 +20,7 @@ from cryptography.fernet import Fernet, InvalidToken, MultiFernet
 from django.conf import settings
 from django.db import transaction
 
+from accounts import access, roles
 from approvals.models import RepositorySecret
 from sessions.agents.redaction import MIN_SECRET_LENGTH, Redactor, redact
 
@@ -83,7 +84,6 @@ def secret_set(*, repository, name: str, value: str, scope: str = Scope.SETUP_ST
     change (name, scope, who) is."""
     from django.core.exceptions import ValidationError
 
-    from accounts import access, roles
     from approvals import audit
 
     access.require_repo_permission(by, repository, roles.MANAGE_REPOSITORY)
@@ -123,7 +123,6 @@ def secret_set(*, repository, name: str, value: str, scope: str = Scope.SETUP_ST
 
 
 def secret_delete(*, repository, name: str, by) -> bool:
-    from accounts import access, roles
     from approvals import audit
 
     access.require_repo_permission(by, repository, roles.MANAGE_REPOSITORY)

@@ -9,6 +9,7 @@ from django.contrib.auth import get_user_model
 from django.core.exceptions import PermissionDenied
 from django.core.management.base import CommandError
 
+from accounts import access
 from sessions import services
 from sessions.models import Session, State
 from snapshots.models import Repository
@@ -70,8 +71,6 @@ def _user(name: str | None):
 
 
 def _session(pk: int, user) -> Session:
-    from accounts import access
-
     session = access.visible_to(user, Session.objects.filter(pk=pk)).first()
     if session is None:
         raise CommandError(f"no session {pk} on a repository {user.get_username()} is a member of")
