@@ -4,7 +4,7 @@ from django.db.models.signals import post_migrate
 
 class AccountsConfig(AppConfig):
     name = "accounts"
-    verbose_name = "Accounts"
+    verbose_name = "Repository members"
 
     def ready(self) -> None:
         # Here, not at module top: roles.py imports models, which need the app registry ready.

@@ -1,12 +1,7 @@
 from django.contrib import admin
 
-from accounts.models import Membership
+from accounts.admin import MembershipInline
 from snapshots.models import Repository, Snapshot
-
-
-class MembershipInline(admin.TabularInline):
-    model = Membership
-    extra = 1
 
 
 @admin.register(Repository)
