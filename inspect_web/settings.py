@@ -67,6 +67,7 @@ INSTALLED_APPS = [
     "api",
     "automations",
     "integrations",
+    "metrics",
 ]
 
 MIDDLEWARE = [

@@ -7,8 +7,7 @@ from sessions.views import github_webhook
 
 urlpatterns = [
     path("", views.home, name="home"),
-    path("metrics/", views.metrics, name="metrics"),
-    path("metrics/review-time/<int:pr_id>/", views.review_time, name="metrics-review-time"),
+    path("metrics/", include("metrics.urls")),
     path("healthz", health.healthz, name="healthz"),
     path("sessions/", include("sessions.urls")),
     path("sessions/", include("sessions.sandbox_urls")),  # screenshots, live preview

@@ -10,8 +10,8 @@ from django.conf import settings
 from django.core.management.base import BaseCommand, CommandError
 
 from approvals import cli as approvals_cli
-from inspect_web import metrics_cli
 from inspect_web.embedded_redis import ensure_embedded_redis
+from metrics import cli as metrics_cli
 from sessions import cli as sessions_cli
 from sessions import github_cli
 from snapshots import cli as snapshots_cli
