@@ -3,7 +3,7 @@ from django.urls import include, path
 
 from accounts.identity import VerifiedPrimaryEmailView
 from inspect_web import health, views
-from sessions.views import github_webhook
+from integrations.github import views as github_views
 
 urlpatterns = [
     path("", views.home, name="home"),
@@ -16,7 +16,7 @@ urlpatterns = [
     path("automations/", include("automations.urls")),
     path("api/", include("api.urls")),
     path("slack/", include("integrations.urls")),
-    path("webhooks/github/", github_webhook, name="github-webhook"),
+    path("webhooks/github/", github_views.webhook, name="github-webhook"),
     path("account/tokens/", include("api.account_urls")),
     # Before allauth's own: only a verified address can be made primary.
     path("accounts/email/", VerifiedPrimaryEmailView.as_view(), name="account_email"),

@@ -6,8 +6,9 @@ from datetime import UTC, datetime
 import pytest
 
 from approvals.models import AuditEntry
-from sessions.models import Event, Prompt, ReviewEvent, Session, WebhookDelivery
-from tests.pulls.conftest import payload, sign
+from integrations.github.models import WebhookDelivery
+from sessions.models import Event, Prompt, ReviewEvent, Session
+from tests.integrations.github.conftest import payload, sign
 
 pytestmark = pytest.mark.django_db
 
@@ -74,7 +75,7 @@ def test_reviews_set_the_first_review_time_and_count_rounds(deliver, github_pr, 
     assert github_pr.review_rounds == 2  # two head commits were reviewed
     kinds = list(ReviewEvent.objects.filter(pull_request=github_pr).values_list("kind", flat=True))
     assert kinds == ["commented", "changes_requested", "approved"]
-    page_lines = Event.objects.filter(session=github_pr.session, payload__has_key="review")
+    page_lines = Event.objects.filter(session=github_pr.session, kind="review")
     assert [e.payload["review"] for e in page_lines] == kinds
     dismissed = review("dismissed", review_id=4, commit=b, at="2019-05-16T10:00:00Z")
     assert deliver("pull_request_review", dismissed).status_code == 202
@@ -121,7 +122,7 @@ def test_opened_and_synchronize_keep_the_pr_current_and_say_who_pushed(deliver, 
     assert "pushed outside the session" in deliver("pull_request", theirs).json()["outcome"]
     github_pr.refresh_from_db()
     assert github_pr.head_sha == "a" * 40
-    note = Event.objects.filter(session=github_pr.session, payload__phase="github").get()
+    note = Event.objects.filter(session=github_pr.session, kind="pull_request_pushed_outside").get()
     assert "updated on GitHub by Codertocat" in note.payload["message"]
 
 
@@ -229,7 +230,7 @@ def test_a_broken_body_or_missing_headers_are_bad_requests(client, settings):
 
 
 def test_an_uninstalled_app_is_forgotten_by_its_repositories(deliver, github_pr):
-    from sessions.models import GitHubLink
+    from integrations.github.models import GitHubLink
 
     gone = payload("installation_created")
     gone["action"] = "deleted"
