@@ -1,5 +1,5 @@
 """Real sandboxes (the local backend, the platform's pinned agent CLIs on PATH) whose allowlist
-egress reaches the stand-in model (tests/standin_model.py) through the sandbox's proxy: what the
+egress reaches the stand-in model (tests/standin_model/) through the sandbox's proxy: what the
 tests of the real CLIs run in.
 
 Each `StandinSandboxes` uses a NAT group of its own: the host nftables table of a group holds
