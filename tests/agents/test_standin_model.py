@@ -4,9 +4,9 @@ test_standin_model_openai.py."""
 
 from __future__ import annotations
 
-import pytest
-
+from snapshots.sandbox.base import Limits
 from tests.agents.standin_http import KEY, anthropic_body, call, user
+from tests.agents.standin_sandbox import StandinSandboxes, skip_without_sandbox
 from tests.standin_model import TITLE, StandinModel
 
 
@@ -52,32 +52,20 @@ with urllib.request.urlopen(req, timeout=20) as resp:  # through HTTP_PROXY, as 
 def test_an_allowlist_sandbox_reaches_the_standin_through_its_egress_proxy(tmp_path):
     """What the CLI tests rely on: a name only the sandbox's proxy resolves, and an operator
     exception for the stand-in's address and port (loopback is refused otherwise)."""
-    from snapshots.sandbox.base import Limits, NetworkPolicy
-    from snapshots.sandbox.local import LocalBackend
-    from tests.security.test_sandbox_network import _skip_reason
-
-    if reason := _skip_reason("bwrap"):
-        pytest.skip(reason)
-    src = tmp_path / "src"
-    src.mkdir()
-    (src / "client.py").write_text(SANDBOX_CLIENT)
+    skip_without_sandbox()
     with StandinModel(key=KEY) as standin:
-        route = standin.sandbox_route()
-        backend = LocalBackend(
-            tmp_path / "sandboxes",
-            egress_hosts=route.egress_hosts,
-            egress_exceptions=route.egress_exceptions,
-        )
-        snap = backend.snapshot_from_directory(str(src))
-        box = backend.create(
-            snapshot=snap,
-            network=NetworkPolicy("allowlist", (route.name,)),
+        sandboxes = StandinSandboxes(
+            tmp_path,
+            None,
+            {"model.test": standin},
             limits=Limits(wall_seconds=60, memory_mb=512, pids=64),
         )
+        route = sandboxes.route
+        box = sandboxes.create({"client.py": SANDBOX_CLIENT}, git="none")
         try:
             result = box.run(["python3", "client.py", route.url, KEY], timeout=30)
         finally:
-            box.terminate()
+            sandboxes.close()
         assert result.stdout.split() == [
             "http://127.0.0.1:3128",
             "200",
