@@ -88,6 +88,7 @@ inlines  # variable (snapshots/admin.py:14)
 SnapshotAdmin  # class (snapshots/admin.py:17)
 
 # AppConfig classes (found by INSTALLED_APPS).
+MetricsConfig  # class (metrics/apps.py:4)
 ApiConfig  # class (api/apps.py:4)
 ApprovalsConfig  # class (approvals/apps.py:4)
 AutomationsConfig  # class (automations/apps.py:4)
@@ -151,7 +152,10 @@ refresh_due_snapshots  # function (snapshots/tasks.py:24)
 
 # Called by a framework by name: middleware, allauth adapters, management commands, forms'
 # clean_<field>, DRF authentication and schema extensions, context processors; signal handlers'
-# arguments; a ctypes field the kernel reads (lo_flags); the CLI's documented exit code USAGE.
+# arguments; a ctypes field the kernel reads (lo_flags); the CLI's documented exit code USAGE;
+# a module's __path__/__package__, which the import system reads (the sandbox's init boot).
+_.__path__  # attribute (snapshots/sandbox/sandbox_init/boot.py:20)
+_.__package__  # attribute (snapshots/sandbox/sandbox_init/boot.py:24)
 TokenAuthentication  # class (api/authentication.py:11)
 _.authenticate_header  # method (api/authentication.py:29)
 TokenAuthenticationScheme  # class (api/authentication.py:33)

@@ -65,6 +65,7 @@ INSTALLED_APPS = [
     "api",
     "automations",
     "integrations",
+    "metrics",
 ]
 
 MIDDLEWARE = [

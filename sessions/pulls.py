@@ -9,6 +9,7 @@ import logging
 import re
 import shlex
 from datetime import UTC, datetime
+from pathlib import Path
 
 from django.conf import settings
 from django.db import transaction
@@ -27,12 +28,12 @@ from sessions.events import append_event
 from sessions.models import Event, PullRequest, ReviewEvent, Session, State
 from sessions.workspace_git import GIT
 from snapshots import mirror
+from snapshots.models import Repository
 from snapshots.sandbox import Sandbox, SandboxError
 
 log = logging.getLogger(__name__)
-# How git and GitHub name what a revert undoes (git revert's message; GitHub's revert button).
+# How git names what a revert undoes (git revert's message).
 REVERTS_COMMIT = re.compile(r"This reverts commit ([0-9a-f]{7,64})", re.IGNORECASE)
-REVERTS_PR = re.compile(r"\bReverts? ([\w.-]+/[\w.-]+)#(\d+)", re.IGNORECASE)
 MERGE_PR = "merge_pr"
 BUNDLE = ".git/inspect-publish.bundle"
 RENAME_ATTEMPTS = 5
@@ -353,10 +354,12 @@ def mark_reverted(pr: PullRequest, *, revert_sha: str, at, branch: str) -> bool:
     return True
 
 
-def detect_local_reverts(repository, mirror_dir) -> int:
-    """A local repository sends no push webhook: after each fetch of its mirror, commits on a
-    merged PR's base branch since its merge that revert the merge mark it reverted. Returns how
-    many were found."""
+def detect_local_reverts(
+    sender: object = None, *, repository: Repository, mirror_dir: Path, **kwargs: object
+) -> int:
+    """A local repository sends no push webhook: after each fetch of its mirror (the build's
+    `mirror_fetched` signal), commits on a merged PR's base branch since its merge that revert
+    the merge mark it reverted. Returns how many were found."""
     merged = PullRequest.objects.filter(
         repository=repository, host=PullRequest.Host.LOCAL, state=PullRequest.State.MERGED,
         reverted_at__isnull=True,
@@ -470,3 +473,4 @@ def mark_reopened(pr: PullRequest) -> None:
 
 gate.register_executor(MERGE_PR, execute_merge)
 gate.approval_decided.connect(review_merge_decision, dispatch_uid="review-merge-decision")
+mirror.mirror_fetched.connect(detect_local_reverts, dispatch_uid="detect-local-reverts")

@@ -1,8 +1,10 @@
-"""`manage.py inspect metrics seed …`: fill the database with realistic metrics data, fast.
+"""The metrics data seeder: fill the database with realistic sessions, events, pull requests and
+reviews, fast.
 
-For the benchmark, for trying the Metrics page, and for the tests. Deterministic for a given
-`--seed`; names start with `--prefix` (repositories `<prefix>-repo-N`, users `<prefix>-user-N`),
-so that a seed never touches real rows and a second prefix can sit beside the first.
+For the benchmark, for trying the Metrics page, and for the tests (`manage.py inspect metrics
+seed`, metrics/cli.py). Deterministic for a given `seed`; names start with `prefix`
+(repositories `<prefix>-repo-N`, users `<prefix>-user-N`), so that a seed never touches real
+rows and a second prefix can sit beside the first.
 
 Bulk inserts in batches (`bulk_create`); the event log is written with COPY on PostgreSQL.
 """
@@ -29,53 +31,6 @@ EVENT_KINDS = [("output", 14), ("tool_call", 2), ("tool_result", 2), ("agent_mes
 # Seeded people cannot log in (the benchmark makes its own manager).
 UNUSABLE = make_password(None)
 ROLE_MIX = [Role.ENGINEER] * 6 + [Role.REVIEWER] * 2 + [Role.MANAGER, Role.ADMIN]
-
-
-def register(areas, command) -> None:
-    metrics = areas.add_parser("metrics", help="metrics data").add_subparsers(
-        dest="action", metavar="ACTION", required=True
-    )
-    help_text = "seed sessions, events, pull requests and reviews for the Metrics page"
-    seed = metrics.add_parser("seed", help=help_text, description=help_text)
-    seed.set_defaults(handler=metrics_seed)
-    seed.called_from_command_line = True
-    seed.add_argument("--sessions", type=int, default=1000)
-    seed.add_argument("--events", type=int, default=10_000)
-    seed.add_argument("--prs", type=int, default=500, help="at most one per session")
-    seed.add_argument("--repositories", type=int, default=12)
-    seed.add_argument("--users", type=int, default=120)
-    seed.add_argument("--days", type=int, default=180, help="how far back sessions start")
-    seed.add_argument("--seed", type=int, default=7)
-    seed.add_argument("--prefix", default="seed", help="name prefix of the seeded rows")
-    seed.add_argument("--json", action="store_true")
-
-
-def metrics_seed(command, options) -> int:
-    from django.core.management.base import CommandError
-
-    try:
-        result = seed_metrics_data(
-            sessions=options["sessions"],
-            events=options["events"],
-            prs=options["prs"],
-            repositories=options["repositories"],
-            users=options["users"],
-            days=options["days"],
-            seed=options["seed"],
-            prefix=options["prefix"],
-        )
-    except ValueError as exc:
-        raise CommandError(str(exc)) from None
-    if options["json"]:
-        command.stdout.write(json.dumps(result))
-    else:
-        command.stdout.write(
-            f"seeded {result['sessions']:,} sessions, {result['events']:,} events, "
-            f"{result['prs']:,} pull requests, {result['reviews']:,} review events in "
-            f"{result['repositories']} repositories for {result['users']} users "
-            f"({result['seconds']} s)"
-        )
-    return 0
 
 
 def _lognormal(rng: random.Random, median: float, sigma: float) -> float:

@@ -6,8 +6,9 @@ from datetime import UTC, datetime
 import pytest
 
 from approvals.models import AuditEntry
-from sessions.models import Event, Prompt, ReviewEvent, Session, WebhookDelivery
-from tests.pulls.conftest import payload, sign
+from integrations.github.models import WebhookDelivery
+from sessions.models import Event, Prompt, ReviewEvent, Session
+from tests.integrations.github.conftest import payload, sign
 
 pytestmark = pytest.mark.django_db
 
@@ -229,7 +230,7 @@ def test_a_broken_body_or_missing_headers_are_bad_requests(client, settings):
 
 
 def test_an_uninstalled_app_is_forgotten_by_its_repositories(deliver, github_pr):
-    from sessions.models import GitHubLink
+    from integrations.github.models import GitHubLink
 
     gone = payload("installation_created")
     gone["action"] = "deleted"

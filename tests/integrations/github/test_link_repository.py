@@ -2,9 +2,9 @@
 
 import pytest
 
-from sessions.models import GitHubLink
+from integrations.github.models import GitHubLink
 from snapshots.models import Repository
-from tests.pulls.conftest import REPO
+from tests.integrations.github.conftest import REPO
 
 pytestmark = pytest.mark.django_db
 

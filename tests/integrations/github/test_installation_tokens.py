@@ -7,11 +7,12 @@ from types import SimpleNamespace
 
 import pytest
 
-from sessions import codehosts
-from sessions.codehosts import TOKEN_MARGIN_S, GitHubHost
-from sessions.models import GitHubLink, PullRequest
-from tests.pulls.conftest import REPO
-from tests.pulls.github_fake import _git
+from integrations.github import codehost
+from integrations.github.codehost import TOKEN_MARGIN_S, GitHubHost
+from integrations.github.models import GitHubLink
+from sessions.models import PullRequest
+from tests.integrations.github.conftest import REPO
+from tests.integrations.github.github_fake import _git
 
 pytestmark = pytest.mark.django_db
 
@@ -24,7 +25,7 @@ def test_a_token_is_reused_until_shortly_before_it_expires(github_server, team, 
 
     # Fifty-nine minutes later the hour-long token is within the margin: a fresh one is minted.
     later = time.time() + 3600 - TOKEN_MARGIN_S + 1
-    monkeypatch.setattr(codehosts, "time", SimpleNamespace(time=lambda: later))
+    monkeypatch.setattr(codehost, "time", SimpleNamespace(time=lambda: later))
     second = host.token()
     assert second != first and len(github_server.tokens) == 2
     monkeypatch.undo()

@@ -22,7 +22,9 @@ import re
 from dataclasses import dataclass
 from datetime import datetime
 from typing import Any
+from urllib.parse import parse_qs
 
+from allauth.socialaccount.models import SocialAccount
 from django.conf import settings
 from django.core.exceptions import PermissionDenied
 from django.db import IntegrityError, transaction
@@ -31,9 +33,11 @@ from django.utils.dateparse import parse_datetime
 
 from approvals import audit
 from inspect_web import access, roles
+from integrations.github.models import GitHubLink, WebhookDelivery
 from sessions import pulls
 from sessions.events import append_event
-from sessions.models import GitHubLink, PullRequest, ReviewEvent, WebhookDelivery
+from sessions.models import PullRequest, ReviewEvent
+from sessions.services import SessionError, prompt_queue
 
 log = logging.getLogger(__name__)
 
@@ -43,7 +47,8 @@ REVIEW_KINDS = {
     "commented": ReviewEvent.Kind.COMMENTED,
 }
 # `git revert` writes the first; GitHub's "Revert" button opens a PR whose body says the second.
-REVERTS_COMMIT, REVERTS_PR = pulls.REVERTS_COMMIT, pulls.REVERTS_PR
+REVERTS_COMMIT = pulls.REVERTS_COMMIT
+REVERTS_PR = re.compile(r"\bReverts? ([\w.-]+/[\w.-]+)#(\d+)", re.IGNORECASE)
 
 
 @dataclass(frozen=True)
@@ -70,8 +75,6 @@ def signature_is_valid(body: bytes, signature: str | None) -> bool:
 def _payload(body: bytes, content_type: str) -> dict[str, Any]:
     """The JSON payload; GitHub sends it form-encoded (`payload=…`) if the hook says so."""
     if content_type.startswith("application/x-www-form-urlencoded"):
-        from urllib.parse import parse_qs
-
         body = (parse_qs(body.decode()).get("payload") or [""])[0].encode()
     data = json.loads(body)
     if not isinstance(data, dict):
@@ -150,8 +153,6 @@ def user_for_github_id(github_id: Any):
     """The user who signed in here with the GitHub account whose numeric id this is (allauth's
     SocialAccount.uid), or None. Never by login: a login can be renamed and then taken by
     someone else, an id cannot."""
-    from allauth.socialaccount.models import SocialAccount
-
     if github_id is None or isinstance(github_id, bool) or not str(github_id).isdigit():
         return None
     account = (
@@ -257,8 +258,6 @@ def on_pull_request_review(link: GitHubLink, payload: dict) -> str:
 def on_issue_comment(link: GitHubLink, payload: dict) -> str:
     """A comment on a session's PR that mentions the App queues a follow-up prompt, attributed
     to the commenter when they are a member who may prompt (else the session is told why not)."""
-    from sessions.services import SessionError, prompt_queue
-
     if payload.get("action") != "created":
         raise Ignored(f"issue_comment action {payload.get('action')!r} is not used here")
     issue = payload.get("issue") or {}

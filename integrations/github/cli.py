@@ -2,10 +2,13 @@
 
 from __future__ import annotations
 
+from django.contrib.auth import get_user_model
 from django.core.management.base import CommandError
+from django.db import transaction
 
-from sessions.codehosts import CodeHostError, repository_link_github
-from sessions.models import GitHubLink
+from integrations.github.codehost import repository_link_github
+from integrations.github.models import GitHubLink
+from sessions.codehosts import CodeHostError
 from snapshots.models import Membership, Repository, Role
 
 
@@ -31,9 +34,6 @@ def register(areas, command) -> None:
 
 
 def github_link(command, options) -> int:
-    from django.contrib.auth import get_user_model
-    from django.db import transaction
-
     full_name = options["full_name"]
     with transaction.atomic():
         repository = Repository.objects.filter(name=options["name"]).first()

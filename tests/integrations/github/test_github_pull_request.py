@@ -9,9 +9,10 @@ import pytest
 from cryptography.fernet import Fernet
 
 from approvals import gate
-from sessions.models import Event, GitHubLink, PullRequest, ReviewEvent, Session
-from tests.pulls.conftest import REPO
-from tests.pulls.github_fake import _git
+from integrations.github.models import GitHubLink
+from sessions.models import Event, PullRequest, ReviewEvent, Session
+from tests.integrations.github.conftest import REPO
+from tests.integrations.github.github_fake import _git
 
 
 @pytest.fixture
