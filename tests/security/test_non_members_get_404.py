@@ -40,12 +40,15 @@ FILL = {
     "account/tokens/": "token",
     "metrics/review-time/": "pull_request",
 }
-# A parameter that is not the object's id, by name: (for the object, for one that does not exist).
+# A parameter that is not the object's id, by name: (for the object, for one that does not exist),
+# given the objects and which of them the route takes.
 OTHER = {
-    "key": lambda o: ("0" * 32, "0" * 32),
-    "name": lambda o: (o["artifact"], o["artifact"]),
-    "path": lambda o: ("index.html", "index.html"),
-    "folder": lambda o: (o["attachment"].folder, "f" * 32),
+    "key": lambda o, what: ("0" * 32, "0" * 32),
+    "name": lambda o, what: (
+        (o["attachment"].name,) * 2 if what == "attachment" else (o["artifact"],) * 2
+    ),
+    "path": lambda o, what: ("index.html", "index.html"),
+    "folder": lambda o, what: (o["attachment"].folder, "f" * 32),
 }
 MISSING_ID = 987_654
 
@@ -86,7 +89,7 @@ def _fill(route: Route, objects: dict) -> tuple[str, str]:
     url = route.route.replace("^", "").replace("$", "")
     for param in route.params:
         if param in OTHER:
-            values = OTHER[param](objects)
+            values = OTHER[param](objects, what)
         elif what == "repository":
             values = (objects["repository"].name, "no-such-repository")
         else:
