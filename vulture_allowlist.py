@@ -113,6 +113,13 @@ closed_at  # variable (sessions/models.py:241)
 received_at  # variable (sessions/models.py:302)
 egress_approved_at  # variable (snapshots/models.py:50)
 
+# Event payload keys (TypedDict fields of sessions/event_kinds.py): written and read as JSON.
+sync_ms  # variable (sessions/event_kinds.py:50)
+input  # variable (sessions/event_kinds.py:120)
+duration_ms  # variable (sessions/event_kinds.py:144)
+output_head  # variable (sessions/event_kinds.py:147)
+output_tail  # variable (sessions/event_kinds.py:148)
+
 # URL configuration read by Django (urlpatterns, app_name).
 urlpatterns  # variable (api/account_urls.py:5)
 
@@ -153,7 +160,10 @@ refresh_due_snapshots  # function (snapshots/tasks.py:24)
 # Called by a framework by name: middleware, allauth adapters, management commands, forms'
 # clean_<field>, DRF authentication and schema extensions, context processors; signal handlers'
 # arguments; a ctypes field the kernel reads (lo_flags); the CLI's documented exit code USAGE;
-# a module's __path__/__package__, which the import system reads (the sandbox's init boot).
+# a module's __path__/__package__, which the import system reads (the sandbox's init boot);
+# a database function's output_field and as_postgresql, which the SQL compiler reads.
+_.output_field  # variable (sessions/stream/read.py:100)
+_.as_postgresql  # method (sessions/stream/read.py:102)
 _.__path__  # attribute (snapshots/sandbox/sandbox_init/boot.py:20)
 _.__package__  # attribute (snapshots/sandbox/sandbox_init/boot.py:24)
 TokenAuthentication  # class (api/authentication.py:11)

@@ -214,8 +214,8 @@ def on_pull_request(link: GitHubLink, payload: dict) -> str:
         if not ours:
             append_event(
                 pr.session_id,
-                "status",
-                {"pull_request": pr.pk, "phase": "github", "head": head,
+                "pull_request_pushed_outside",
+                {"pull_request": pr.pk, "head": head,
                  "message": f"{pr.branch} was updated on GitHub by {_login(payload)} "
                             f"(now at {head[:12]}); the session does not have those commits, "
                             "so its next push will not overwrite them"},

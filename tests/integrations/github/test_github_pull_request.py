@@ -156,7 +156,7 @@ def test_review_and_merge_are_tracked_by_webhook(
     # GitHub then tells us about the merge we made: recorded once already, nothing changes.
     merged = github.webhook("pull_request", REPO, 1, action="closed")
     assert deliver("pull_request", merged).status_code == 200
-    merges = Event.objects.filter(session_id=pr.session_id, payload__merged=True)
+    merges = Event.objects.filter(session_id=pr.session_id, kind="pull_request_merged")
     assert merges.count() == 1
     assert github.problems == []
 

@@ -75,7 +75,7 @@ def test_reviews_set_the_first_review_time_and_count_rounds(deliver, github_pr, 
     assert github_pr.review_rounds == 2  # two head commits were reviewed
     kinds = list(ReviewEvent.objects.filter(pull_request=github_pr).values_list("kind", flat=True))
     assert kinds == ["commented", "changes_requested", "approved"]
-    page_lines = Event.objects.filter(session=github_pr.session, payload__has_key="review")
+    page_lines = Event.objects.filter(session=github_pr.session, kind="review")
     assert [e.payload["review"] for e in page_lines] == kinds
     dismissed = review("dismissed", review_id=4, commit=b, at="2019-05-16T10:00:00Z")
     assert deliver("pull_request_review", dismissed).status_code == 202
@@ -122,7 +122,7 @@ def test_opened_and_synchronize_keep_the_pr_current_and_say_who_pushed(deliver, 
     assert "pushed outside the session" in deliver("pull_request", theirs).json()["outcome"]
     github_pr.refresh_from_db()
     assert github_pr.head_sha == "a" * 40
-    note = Event.objects.filter(session=github_pr.session, payload__phase="github").get()
+    note = Event.objects.filter(session=github_pr.session, kind="pull_request_pushed_outside").get()
     assert "updated on GitHub by Codertocat" in note.payload["message"]
 
 

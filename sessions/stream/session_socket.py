@@ -14,8 +14,9 @@ Wire format (JSON text frames, server to client)
 ``{"type": "events", "events": [{"seq", "kind", "payload", "created_at"}, ...]}``
     One or more events, consecutive seqs, ascending. Across the frames of one connection
     every seq appears once, with no gaps. Frames hold up to PAGE_SIZE events / ~FRAME_BYTES.
-    `payload` is the stored JSON (PostgreSQL may reorder its keys); `created_at` is ISO 8601
-    in UTC, e.g. "2026-01-02T10:11:12.5+00:00".
+    Each event is sessions.stream.read's one JSON form of it (as the REST API and the SSE
+    endpoint give it): `payload` is the stored JSON (PostgreSQL may reorder its keys);
+    `created_at` is ISO 8601 in UTC, e.g. "2026-01-02T10:11:12.500000+00:00".
 ``{"type": "presence", "viewers": [{"id": 3, "username": "reviewer"}, ...], "version": n}``
     Who is watching (each user once, however many tabs); sent right after `hello` and when
     someone joins (`"joined": name`), leaves (`"left": name`) or drops out without saying
@@ -62,283 +63,44 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import functools
-import json
 import logging
-import re
-import weakref
-from collections import OrderedDict
-from dataclasses import dataclass
 from urllib.parse import parse_qs
 
 from channels.db import database_sync_to_async
-from channels.generic.websocket import AsyncWebsocketConsumer
-from django.contrib.auth.models import AnonymousUser
 from django.db import DatabaseError
-from django.db.models import TextField
-from django.db.models.functions import Cast
 from django.utils.html import format_html, format_html_join
 from redis.exceptions import RedisError
 
 from sessions import live_access, presence
-from sessions.events import group_name, parse_after
-from sessions.models import Event
+from sessions.events import group_name
+from sessions.rendering import live_fragment
+from sessions.stream.base import (
+    BAD_INPUT,
+    FORBIDDEN,
+    LAGGING,
+    NO_LONGER_MEMBER,
+    NO_SUCH_SESSION,
+    NOT_LOGGED_IN,
+    SERVER_ERROR,
+    TRY_AGAIN,
+    SessionSocket,
+)
+from sessions.stream.probe import SocketProbe
+from sessions.stream.read import events_page, frames_of, parse_after, read_events
+from sessions.stream.tail import SessionTail, tail_attach, tail_detach
 
 log = logging.getLogger(__name__)
 
-PAGE_SIZE = 1000  # rows per database read
 HTML_PAGE = 200  # events per HTML frame (rendering templates costs more than JSON)
-TAIL_EVENTS = 5000  # newest events kept encoded per watched session, per process ...
-TAIL_BYTES = 8 * 1024 * 1024  # ... and at most this much of them
-FRAME_BYTES = 256 * 1024  # a page is cut into frames of about this size
 MAX_LAG = 5000  # a caught-up viewer this many events behind, with its socket full, resyncs
 STALL_SECONDS = 10.0  # a socket that does not drain for this long resyncs
 POLL_SECONDS = 5.0  # the log is re-read this often without a notification (lost wake-ups)
-
-# Daphne (autobahn) can send only 1000 and 3000-4999, so "try again" and "server error" are
-# 4503 and 4500 (not 1013 and 1011); the page reconnects on both, as on 4008.
-BAD_INPUT, NOT_LOGGED_IN, FORBIDDEN, LAGGING, TRY_AGAIN = 4400, 4401, 4403, 4008, 4503
-SERVER_ERROR = 4500
-NO_SUCH_SESSION = "This session does not exist or you are not a member of its repository."
-NO_LONGER_MEMBER = "You are no longer a member of this session's repository."
 _LAYER_ERRORS = (RedisError, OSError, ConnectionError, asyncio.TimeoutError)
-
-
-@dataclass(frozen=True)
-class Frame:
-    """An encoded `events` frame holding seqs first..last."""
-
-    text: str
-    first: int
-    last: int
-
-
-@functools.cache
-def _kind_json(kind: str) -> str:
-    return json.dumps(kind)
-
-
-_OFFSET = re.compile(r"[+-]\d\d$")
-
-
-def _iso(created_at: str) -> str:
-    """The database's text of a timestamp as ISO 8601: PostgreSQL gives
-    "2026-01-02 10:11:12.5+00" (the connection is in UTC), SQLite "2026-01-02 10:11:12.5"."""
-    text = created_at.replace(" ", "T", 1)
-    if _OFFSET.search(text):
-        return text + ":00"
-    return text if text[19:].count("+") or text[19:].count("-") else text + "+00:00"
-
-
-def read_events(session_id: int, after: int, limit: int = PAGE_SIZE) -> list[tuple[int, str]]:
-    """Up to `limit` events after `after`, each as (seq, its JSON object as text).
-
-    Payload and time are taken as the database's text and spliced in: one query and some
-    string formatting per page, not a JSON decode and re-encode (and a timestamp parse) of
-    every row. Seqs are gap-free, so the page is asked for as the range after..after+limit:
-    without it PostgreSQL, before it has statistics on freshly appended rows, may cast every
-    remaining row of the session to text before sorting out the first `limit`.
-    """
-    rows = _event_rows(session_id, after, limit, bounded=True)
-    if not rows:  # nothing in the range; look past it in case events were ever removed
-        rows = _event_rows(session_id, after, limit, bounded=False)
-    return [
-        (
-            seq,
-            f'{{"seq":{seq},"kind":{_kind_json(kind)},"payload":{payload},'
-            f'"created_at":"{_iso(created)}"}}',
-        )
-        for seq, kind, payload, created in rows
-    ]
-
-
-def _event_rows(session_id: int, after: int, limit: int, *, bounded: bool) -> list[tuple]:
-    events = Event.objects.filter(session_id=session_id, seq__gt=after)
-    if bounded:
-        events = events.filter(seq__lte=after + limit)
-    return list(
-        events.order_by("seq")
-        .annotate(
-            payload_json=Cast("payload", output_field=TextField()),
-            created_text=Cast("created_at", output_field=TextField()),
-        )
-        .values_list("seq", "kind", "payload_json", "created_text")[:limit]
-    )
-
-
-def frames_of(parts: list[tuple[int, str]]) -> list[Frame]:
-    """Consecutive encoded events cut into frames of about FRAME_BYTES."""
-    frames: list[Frame] = []
-    start = size = 0
-    for i, (_, part) in enumerate(parts):
-        size += len(part)
-        if size >= FRAME_BYTES or i == len(parts) - 1:
-            chunk = parts[start : i + 1]
-            frames.append(_frame([p for _, p in chunk], chunk[0][0], chunk[-1][0]))
-            start, size = i + 1, 0
-    return frames
-
-
-def _frame(parts: list[str], first: int, last: int) -> Frame:
-    return Frame('{"type":"events","events":[' + ",".join(parts) + "]}", first, last)
-
-
-class SessionTail:
-    """The newest events of one session, read once and encoded once for all its viewers in this
-    process.
-
-    Live viewers stand at (nearly) the same seq, but under load they drift apart by a frame or
-    two; reading "events after my seq" per viewer then costs one query per viewer per
-    notification. The tail is read by one viewer at a time (single flight), always from its own
-    end, so a notification costs one query whatever the viewers' positions; each viewer slices
-    its frame out of it. Events are immutable and the tail only grows at the end (its front is
-    trimmed to TAIL_EVENTS), so slicing cannot reorder or repeat anything. A viewer behind the
-    tail's front reads history pages from the table instead.
-    """
-
-    def __init__(self, session_id: int, base: int) -> None:
-        self.session_id = session_id
-        self.first = base + 1  # seq of parts[0]
-        self.parts: list[str] = []
-        self.size = 0  # characters held in parts
-        self.viewers = 0
-        self.read_at = 0.0  # loop time of the last read
-        self._reading: asyncio.Future[int] | None = None
-        self._frames: OrderedDict[tuple[int, int], Frame] = OrderedDict()
-
-    @property
-    def high(self) -> int:
-        return self.first + len(self.parts) - 1
-
-    async def read_more(self) -> int:
-        """Append the next page of the log; returns how many events arrived (0: none yet).
-        Joins a read already in flight instead of starting a second one."""
-        if self._reading is None:
-            self._reading = asyncio.ensure_future(self._read())
-        reading = self._reading
-        try:
-            return await asyncio.shield(reading)
-        finally:
-            if reading.done() and self._reading is reading:
-                self._reading = None
-
-    async def _read(self) -> int:
-        self.read_at = asyncio.get_running_loop().time()
-        rows = await database_sync_to_async(read_events)(self.session_id, self.high)
-        for seq, part in rows:
-            if seq == self.high + 1:  # always so: the log is a gap-free prefix
-                self.parts.append(part)
-                self.size += len(part)
-        if len(self.parts) > 2 * TAIL_EVENTS or self.size > TAIL_BYTES:
-            drop = 0
-            while drop < len(self.parts) - 1 and (
-                len(self.parts) - drop > TAIL_EVENTS or self.size > TAIL_BYTES // 2
-            ):
-                self.size -= len(self.parts[drop])
-                drop += 1
-            del self.parts[:drop]
-            self.first += drop
-        return len(rows)
-
-    def frame_after(self, after: int) -> Frame | None:
-        """The frame of events after `after` (which must be at or past the tail's front)."""
-        start = after + 1 - self.first
-        if start < 0 or start >= len(self.parts):
-            return None
-        end, size = start, 0
-        while end < len(self.parts) and end - start < PAGE_SIZE and size < FRAME_BYTES:
-            size += len(self.parts[end])
-            end += 1
-        key = (after + 1, self.first + end - 1)
-        frame = self._frames.get(key)
-        if frame is None:
-            frame = _frame(self.parts[start:end], *key)
-            self._frames[key] = frame
-            if len(self._frames) > 32:
-                self._frames.popitem(last=False)
-        return frame
-
-
-_tails: weakref.WeakKeyDictionary[asyncio.AbstractEventLoop, dict[int, SessionTail]] = (
-    weakref.WeakKeyDictionary()
-)
-
-
-def tail_attach(session_id: int, base: int) -> SessionTail:
-    """The session's tail in this process (made, starting after `base`, if it has none)."""
-    tails = _tails.setdefault(asyncio.get_running_loop(), {})
-    tail = tails.get(session_id)
-    if tail is None:
-        tail = tails[session_id] = SessionTail(session_id, base)
-    tail.viewers += 1
-    return tail
-
-
-def tail_detach(tail: SessionTail) -> None:
-    tail.viewers -= 1
-    if tail.viewers <= 0:
-        tails = _tails.get(asyncio.get_running_loop(), {})
-        if tails.get(tail.session_id) is tail:
-            del tails[tail.session_id]
-
-
-class SocketProbe:
-    """What ASGI does not tell a consumer: whether this connection's output is backed up.
-
-    ASGI has no backpressure: daphne's `send` hands the frame to Twisted, which buffers without
-    limit. Daphne's `send` is `partial(server.handle_reply, protocol)` (behind Channels' session
-    middleware, at `send.__self__.real_send`); the protocol's transport has a streaming producer
-    registered (the HTTP channel it was upgraded from), so Twisted keeps
-    `transport.producerPaused` true while more than its bufferSize (64 KiB) waits to be
-    written. `find` returns None on another server; the lag check then relies on `send`
-    itself blocking (uvicorn's does).
-    """
-
-    def __init__(self, protocol) -> None:
-        self.protocol = protocol
-        self.transport = protocol.transport
-
-    @classmethod
-    def find(cls, send) -> SocketProbe | None:
-        for _ in range(8):
-            if isinstance(send, functools.partial):
-                for arg in send.args:
-                    transport = getattr(arg, "transport", None)
-                    if (
-                        transport is not None
-                        and hasattr(transport, "producerPaused")
-                        and getattr(transport, "producer", None) is not None
-                    ):
-                        return cls(arg)
-                send = send.func
-            elif hasattr(getattr(send, "__self__", None), "real_send"):
-                send = send.__self__.real_send
-            else:
-                return None
-        return None
-
-    def full(self) -> bool:
-        return bool(self.transport.producerPaused)
-
-    def allow_slow_close(self, seconds: float) -> None:
-        """Give the peer `seconds` (autobahn's default: 1) to answer our close frame, so a slow
-        reader gets through what is queued, our resync included, before the socket drops."""
-        if hasattr(self.protocol, "closeHandshakeTimeout"):
-            self.protocol.closeHandshakeTimeout = seconds
 
 
 def render_html_page(session_id: int, after: int) -> tuple[str, int]:
     """The page's HTML for up to HTML_PAGE events after `after`, and the last seq in it."""
-    from sessions.rendering import live_fragment
-
-    events = list(
-        Event.objects.filter(
-            session_id=session_id, seq__gt=after, seq__lte=after + HTML_PAGE
-        ).order_by("seq")
-    )
-    if not events:
-        events = list(
-            Event.objects.filter(session_id=session_id, seq__gt=after).order_by("seq")[:HTML_PAGE]
-        )
+    events = events_page(session_id, after, HTML_PAGE)
     return (live_fragment(events), events[-1].seq) if events else ("", after)
 
 
@@ -365,14 +127,13 @@ def _parse_after(query: dict[str, list[str]]) -> tuple[int | None, str]:
         return None, f"`after` {exc}"
 
 
-class SessionStreamConsumer(live_access.AccessWatch, AsyncWebsocketConsumer):
+class SessionStreamConsumer(SessionSocket):
     """One viewer of one session. Two tasks per connection: the sender (the only writer to the
     socket: replay, live events, presence) and the heartbeat (presence, group membership); and
     the access watch (sessions.live_access), which closes it with 4403 once the viewer may no
     longer see the session."""
 
     async def connect(self) -> None:
-        self.session_id = int(self.scope["url_route"]["kwargs"]["session_id"])
         self.group = group_name(self.session_id)
         self.sent = 0  # the last seq written to this socket
         self.target = 0  # the newest seq this connection knows exists
@@ -385,7 +146,7 @@ class SessionStreamConsumer(live_access.AccessWatch, AsyncWebsocketConsumer):
         self._notices: dict[str, dict] = {}  # latest broadcast of each type, sent by the sender
         self._presence_version = 0
 
-        user = await self.authenticate()
+        user = await self.socket_user(tokens=True)
         if not user.is_authenticated:
             return await self.refuse(NOT_LOGGED_IN, "Log in to watch this session.")
         query = parse_qs(
@@ -446,27 +207,8 @@ class SessionStreamConsumer(live_access.AccessWatch, AsyncWebsocketConsumer):
         # Stop the sender first: it is the socket's only writer until now.
         for task in self._tasks:
             task.cancel()
-        await self._send_json({"type": "error", "code": FORBIDDEN, "message": NO_LONGER_MEMBER})
+        await self.send_json({"type": "error", "code": FORBIDDEN, "message": NO_LONGER_MEMBER})
         await self.close(code=FORBIDDEN)
-
-    async def authenticate(self):
-        """The viewer's user: the browser session's (Channels' AuthMiddlewareStack).
-
-        Without one, an API token (`Authorization: Bearer …`) or a stream ticket (`?ticket=`).
-        """
-        user = self.scope.get("user") or AnonymousUser()
-        if user.is_authenticated:
-            return user
-        from api.stream import scope_token_user
-
-        return await database_sync_to_async(scope_token_user)(self.scope) or AnonymousUser()
-
-    async def refuse(self, code: int, message: str) -> None:
-        """Accept, say why in one JSON frame, close with `code` (a browser cannot read the
-        reason of a refused handshake)."""
-        await self.accept()
-        await self.send(text_data=json.dumps({"type": "error", "code": code, "message": message}))
-        await self.close(code=code)
 
     async def disconnect(self, code: int) -> None:
         await self.unwatch_access()
@@ -537,13 +279,13 @@ class SessionStreamConsumer(live_access.AccessWatch, AsyncWebsocketConsumer):
         try:
             if not self.html:
                 hello = {"type": "hello", "session": self.session_id, "after": after}
-                await self._send_json({**hello, "last_seq": last_seq})
+                await self.send_json({**hello, "last_seq": last_seq})
             if roster.version > self._presence_version:
                 self._presence_version = roster.version
                 self._notices["presence"] = presence.presence_message(roster)
             if after > last_seq:
                 self.sent = last_seq
-                await self._send_json({"type": "resync", "after": last_seq, "reason": "ahead"})
+                await self.send_json({"type": "resync", "after": last_seq, "reason": "ahead"})
             polled = False
             while True:
                 self._wake.clear()
@@ -628,10 +370,7 @@ class SessionStreamConsumer(live_access.AccessWatch, AsyncWebsocketConsumer):
             if self.html and notice.get("type") == "presence":
                 await self.send(text_data=presence_html(notice))
             else:
-                await self._send_json(notice)
-
-    async def _send_json(self, message: dict) -> None:
-        await self.send(text_data=json.dumps(message))
+                await self.send_json(notice)
 
     async def _resync_lagging(self) -> None:
         """Stop sending events; let what is queued drain (for at most STALL_SECONDS), then say
@@ -642,7 +381,7 @@ class SessionStreamConsumer(live_access.AccessWatch, AsyncWebsocketConsumer):
             while self._probe.full() and loop.time() < deadline:
                 await asyncio.sleep(0.05)
             self._probe.allow_slow_close(STALL_SECONDS)
-        await self._send_json({"type": "resync", "after": self.sent, "reason": "lagging"})
+        await self.send_json({"type": "resync", "after": self.sent, "reason": "lagging"})
         await self.close(code=LAGGING)
 
     async def _wait_writable(self) -> None:
