@@ -35,8 +35,8 @@ from pathlib import Path
 ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(ROOT))
 
+from bench.harness import OUT, Environment, daphne  # noqa: E402
 from bench.page import series  # noqa: E402
-from bench.stream import OUT, Environment, daphne  # noqa: E402
 
 TARGET_MS = 300
 DB_NAME = "inspect_bench_metrics"

@@ -12,7 +12,7 @@ urlpatterns = [
     path("sessions/", include("sessions.urls")),
     path("sessions/", include("sessions.sandbox_urls")),  # screenshots, live preview
     path("snapshots/", include("snapshots.urls")),
-    path("approvals/", include("approvals.urls")),
+    path("approvals/", include("sessions.approval_urls")),  # approval and audit pages
     path("automations/", include("automations.urls")),
     path("api/", include("api.urls")),
     path("slack/", include("integrations.urls")),

@@ -10,3 +10,5 @@ class SnapshotsConfig(AppConfig):
     def ready(self) -> None:
         # The settings keep the egress entries as written: a bad one stops start-up here.
         egress_settings()
+        # The widen_egress executor of the approval gate.
+        from snapshots import egress  # noqa: F401

@@ -30,7 +30,7 @@ class Repository(models.Model):
         choices=[(name, name) for name in REPOSITORY_DEFAULT_RUNTIMES],
         help_text="Agent for new sessions here; empty: the site's INSPECT_DEFAULT_AGENT.",
     )
-    # The egress in force (DESIGN.md invariant 3): changed only by approvals.egress, so neither
+    # The egress in force (DESIGN.md invariant 3): changed only by snapshots.egress, so neither
     # the repository's own recipe file nor the dashboard can widen it around the approval gate.
     approved_egress = models.JSONField(
         default=dict,

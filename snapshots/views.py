@@ -5,8 +5,8 @@ from django.shortcuts import get_object_or_404, redirect, render
 from django.views.decorators.http import require_POST
 
 from accounts import access, roles
-from approvals.egress import describe, egress_in_force, widening_requests
 from snapshots.actions import snapshot_refresh_request
+from snapshots.egress import describe, egress_in_force, widening_requests
 from snapshots.egress_settings import egress_settings
 from snapshots.models import Snapshot
 

@@ -2,9 +2,10 @@
 
 import pytest
 
+from approvals.redaction import redact
 from sessions.agents import RUNTIME_NAMES, get_runtime, llm_provider, turn_limits, validate_agent
 from sessions.agents.base import AgentError, AgentEvent, AgentRuntime
-from sessions.agents.redaction import RedactingRuntime, redact
+from sessions.agents.redaction import RedactingRuntime
 from tests.agents.conftest import MODEL_KEY
 
 

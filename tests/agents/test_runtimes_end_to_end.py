@@ -1,7 +1,7 @@
 """End to end, as a team uses it: for each runtime a three-turn session — the first prompt by one
 engineer, two follow-ups by a second one that only make sense with the earlier turns — ends
 with the right diff on its pull request. The CLIs are the real packages the platform installs,
-run in real sandboxes against the stand-in model (tests/standin_model.py), which they reach
+run in real sandboxes against the stand-in model (tests/standin_model/), which they reach
 through the sandbox's egress proxy; a model the provider does not know fails the turn with the
 provider's own words; usage has model, tokens and cost."""
 
