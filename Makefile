@@ -5,7 +5,7 @@ BIN := $(VENV)/bin
 UV_VERSION := 0.13.9
 export INSPECT_DATA_DIR ?= $(CURDIR)/var
 
-.PHONY: run test lint format system-packages clean bench-sandbox bench-stream bench-page \
+.PHONY: run test lint format vulture system-packages clean bench-sandbox bench-stream bench-page \
 	bench-metrics
 
 $(BIN)/python:
@@ -38,6 +38,10 @@ lint: $(VENV)/.installed
 	$(BIN)/lint-imports --no-cache
 	# Lists imports inside a function without a `# why`; add --strict once the list is empty.
 	$(BIN)/python scripts/function-imports
+
+# Dead code in the apps (what is used by name only is in vulture_allowlist.py, with why).
+vulture: $(VENV)/.installed
+	scripts/dead-code
 
 format: $(VENV)/.installed
 	$(BIN)/ruff check --fix .

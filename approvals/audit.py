@@ -31,9 +31,10 @@ from django.db import connection, transaction
 from django.db.models import Q
 from django.utils import timezone
 
+from accounts import access
 from approvals.audit_sink import read_heads, sink_path, sink_target, write_head
 from approvals.models import AuditEntry, AuditHead
-from inspect_web import access
+from inspect_web.text import shorten
 
 MAX_DATA_STRING = 4000  # a long command or output is kept as head and tail
 _actor: contextvars.ContextVar[Any] = contextvars.ContextVar("audit_actor", default=None)
@@ -54,9 +55,8 @@ def current_actor():
 
 
 def _trim(value: Any) -> Any:
-    if isinstance(value, str) and len(value) > MAX_DATA_STRING:
-        half = MAX_DATA_STRING // 2
-        return f"{value[:half]}…[{len(value) - MAX_DATA_STRING} characters]…{value[-half:]}"
+    if isinstance(value, str):
+        return shorten(value, MAX_DATA_STRING, marker="…[{omitted} characters]…")
     if isinstance(value, dict):
         return {str(k): _trim(v) for k, v in value.items()}
     if isinstance(value, list | tuple):

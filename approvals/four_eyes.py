@@ -24,8 +24,8 @@ from allauth.account.models import EmailAddress
 from django.apps import apps
 from django.db.models import Min, Q
 
+from accounts.identity import verified_email
 from approvals.models import ApprovalRequest, AuditEntry
-from inspect_web.accounts import verified_email
 
 ASKED = "You asked for this action; another reviewer has to decide it."
 

@@ -29,12 +29,12 @@ from django.db.models import Q
 from django.dispatch import Signal
 from django.utils import timezone
 
+from accounts import access, roles
 from approvals import audit
 from approvals.four_eyes import decider_conflict
 from approvals.models import ApprovalRequest
 from approvals.policy import policy_for
 from approvals.policy_rules import IRREVERSIBLE_COMMAND
-from inspect_web import access, roles
 
 log = logging.getLogger(__name__)
 # Sent inside the deciding transaction (approval=, user=, approve=): what else a decision means,

@@ -20,10 +20,10 @@ from django.conf import settings
 from django.core.exceptions import ValidationError
 from django.db import transaction
 
+from accounts import access, roles
 from approvals import audit
 from approvals.models import RepositorySecret
 from approvals.redaction import MIN_SECRET_LENGTH, Redactor
-from inspect_web import access, roles
 
 log = logging.getLogger(__name__)
 

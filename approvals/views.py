@@ -7,8 +7,8 @@ from django.contrib.auth.decorators import login_required
 from django.http import Http404, HttpRequest, HttpResponse
 from django.shortcuts import render
 
+from accounts import access
 from approvals import audit
-from inspect_web import access
 
 AUDIT_PAGE = 200
 AUDIT_FILTERS = ("session", "user", "repository", "action")

@@ -1,8 +1,8 @@
 from django.contrib import admin
 from django.urls import include, path
 
+from accounts.identity import VerifiedPrimaryEmailView
 from inspect_web import health, views
-from inspect_web.accounts import VerifiedPrimaryEmailView
 from integrations.github import views as github_views
 
 urlpatterns = [

@@ -12,9 +12,9 @@ from django.http import HttpRequest, HttpResponse
 from django.shortcuts import redirect, render
 from django.views.decorators.http import require_POST
 
+from accounts import access, roles
 from approvals import audit, four_eyes, gate
 from approvals.models import ApprovalRequest
-from inspect_web import access, roles
 from sessions import rendering
 
 

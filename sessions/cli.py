@@ -9,9 +9,10 @@ import time
 from django.core.exceptions import PermissionDenied
 from django.core.management.base import CommandError
 
-from inspect_web import access
-from inspect_web.accounts import user_named
+from accounts import access
+from accounts.identity import user_named
 from inspect_web.celery import app
+from inspect_web.text import inert
 from sessions import services
 from sessions.agents import doctor as agents_doctor
 from sessions.models import Session, State
@@ -133,7 +134,7 @@ def _finish(command, session: Session, options) -> int:
     elif options.get("wait") or options.get("inline"):
         command.stdout.write(f"session {session.pk} is {session.state}")
         if session.error:
-            command.stderr.write(session.error)
+            command.stderr.write(inert(session.error))
     return 1 if session.state == State.FAILED else 0
 
 
@@ -196,11 +197,13 @@ def session_events(command, options) -> int:
             if options["json"]:
                 command.stdout.write(json.dumps(serialize(event)))
             else:
-                command.stdout.write(f"{event.seq:>6} {event.kind:<14} {_brief(event.payload)}")
+                brief = inert(_brief(event.payload))
+                command.stdout.write(f"{event.seq:>6} {event.kind:<14} {brief}")
         after = page[-1].seq
 
 
 def _brief(payload: dict) -> str:
+    """A short line for an event; untrusted (agent-written) text: print it through `inert`."""
     for key in ("text", "message", "command", "path", "to"):
         if key in payload:
             return str(payload[key])[:160]

@@ -15,8 +15,9 @@ from django.conf import settings
 from django.db import transaction
 from django.utils import timezone
 
+from accounts.identity import verified_email
 from approvals import audit
-from inspect_web.accounts import verified_email
+from inspect_web.text import cut
 from sessions import conversations, services, states
 from sessions.agents import AgentError, get_runtime, turn_limits
 from sessions.agents.approvals import SessionApprovals, agent_env
@@ -140,9 +141,8 @@ def _author(user) -> Author:
 
 
 def _head_tail(text: str) -> dict:
-    if len(text) <= OUTPUT_HEAD + OUTPUT_TAIL:
-        return {"output_head": text, "output_tail": ""}
-    return {"output_head": text[:OUTPUT_HEAD], "output_tail": text[-OUTPUT_TAIL:]}
+    part = cut(text, OUTPUT_HEAD, OUTPUT_TAIL)
+    return {"output_head": part.head, "output_tail": part.tail}
 
 
 class TurnRunner:

@@ -12,8 +12,8 @@ from django.utils.html import format_html
 from django.utils.safestring import mark_safe
 from django.views.decorators.http import require_POST
 
+from accounts import access, roles
 from approvals.gate import ApprovalError
-from inspect_web import access, roles
 from sessions import rendering, services
 from sessions.agents import RUNTIME_NAMES
 from sessions.forms import ATTACHMENTS, IMAGE_SUFFIXES, NewSessionForm

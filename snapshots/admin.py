@@ -1,11 +1,7 @@
 from django.contrib import admin
 
-from snapshots.models import Membership, Repository, Snapshot
-
-
-class MembershipInline(admin.TabularInline):
-    model = Membership
-    extra = 1
+from accounts.admin import MembershipInline
+from snapshots.models import Repository, Snapshot
 
 
 @admin.register(Repository)

@@ -7,6 +7,7 @@ import os
 from django.conf import settings
 
 from sessions.agents.installs import modal_image_commands
+from snapshots.egress_settings import egress_settings
 from snapshots.sandbox import BackendUnavailable, SandboxBackend
 from snapshots.sandbox.local import LocalBackend
 from snapshots.sandbox.modal_backend import ModalBackend  # the SDK itself loads on first use
@@ -27,12 +28,13 @@ def _build(name: str) -> SandboxBackend:
     # Rows name the backend that made them ("local-bwrap", "local-runsc", "modal").
     if name == "local" or name.startswith("local-"):
         runtime = name.removeprefix("local-") if name != "local" else settings.SANDBOX_RUNTIME
+        egress = egress_settings()
         return LocalBackend(
             root=settings.SANDBOX_ROOT,
             runtime=runtime,
-            egress_exceptions=settings.EGRESS_EXCEPTIONS,
-            egress_deny=settings.EGRESS_DENY,
-            egress_hosts=settings.EGRESS_HOSTS,
+            egress_exceptions=egress.exceptions,
+            egress_deny=egress.deny,
+            egress_hosts=egress.hosts,
             disk_bytes=settings.SANDBOX_DISK_BYTES,
             tools_dir=settings.AGENT_CLIS_DIR,
         )

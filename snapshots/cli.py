@@ -11,10 +11,12 @@ from django.contrib.auth import get_user_model
 from django.core.exceptions import ValidationError
 from django.core.management.base import CommandError
 
+from accounts.models import Membership, Role
+from inspect_web.text import inert
 from snapshots import mirror
 from snapshots.build import snapshot_build
 from snapshots.garbage import collect_snapshot_garbage
-from snapshots.models import Membership, Repository, Role, Snapshot
+from snapshots.models import Repository, Snapshot
 from snapshots.restore import NoSnapshot, restore_sandbox
 from snapshots.sandbox import SandboxError
 
@@ -163,7 +165,8 @@ def _snapshot_json(snapshot: Snapshot) -> dict:
 
 def snapshot_refresh(command, options) -> int:
     repository = repository_named(options["name"])
-    echo = None if options["json"] else command.stdout.write
+    # The build log is the repository's own output: printed inert, like every untrusted text.
+    echo = None if options["json"] else (lambda line: command.stdout.write(inert(line)))
     snapshot = snapshot_build(repository, branch=options["branch"], echo=echo)
     data = _snapshot_json(snapshot)
     if options["json"]:

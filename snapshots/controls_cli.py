@@ -9,12 +9,12 @@ import sys
 from django.core.exceptions import PermissionDenied, ValidationError
 from django.core.management.base import CommandError
 
+from accounts.identity import user_named
 from approvals import gate
 from approvals.models import ApprovalPolicy, RepositorySecret
 from approvals.policy import policy_set
 from approvals.policy_rules import DEFAULT_POLICY, PolicyError
 from approvals.secrets import SecretsUnavailable, secret_delete, secret_set
-from inspect_web.accounts import user_named
 from snapshots.cli import repository_named
 from snapshots.egress import recipe_override_set
 from snapshots.recipe import RecipeError

@@ -21,11 +21,11 @@ from django.db import transaction
 from django.db.models import Q
 from django.utils import timezone
 
+from accounts import access, roles
 from approvals import audit, gate
 from approvals.models import ApprovalRequest
 from approvals.policy import approval_required
 from approvals.policy_rules import WIDEN_EGRESS
-from inspect_web import access, roles
 from snapshots.actions import snapshot_refresh_request
 from snapshots.models import Repository
 from snapshots.recipe import parse_recipe

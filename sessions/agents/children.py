@@ -94,7 +94,7 @@ class SessionChildren(ChildPolicy):
         from django.core.exceptions import PermissionDenied
         from django.db import transaction
 
-        from inspect_web import access
+        from accounts import access
         from sessions import services
         from sessions.models import Session
 
