@@ -90,17 +90,18 @@ def _collect_static(settings) -> None:
 
 
 def install_agent_clis(echo=None) -> list[str]:
-    """The platform's agent CLIs at their pinned versions (sessions/agents/installs.py): what a
+    """The platform's agent CLIs at their pinned versions (snapshots/agent_installs.py): what a
     missing one needs is installed, each is checked with the platform's node, and every step is
     said on stdout. Returns the problems (a session with that runtime fails until they are fixed;
     `manage.py inspect doctor` says the same)."""
-    from sessions.agents import installs
+    # Here, not at the top: the supervisor starts before Django is set up.
+    from snapshots import agent_installs
 
     def say(line: str) -> None:
         print(line, flush=True)
 
     try:
-        return installs.install_pinned(echo or say)
+        return agent_installs.install_pinned(echo or say)
     except Exception as exc:  # never take the system down: the web UI and other runtimes work
         (echo or say)(f"agent CLIs: the start-up install failed: {exc}")
         return [str(exc)]

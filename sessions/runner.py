@@ -27,7 +27,7 @@ from sessions.lease import DriverLease
 from sessions.models import Event, Prompt, PullRequest, Session, State
 from sessions.screenshots import capture_turn_screenshots
 from sessions.workspace_git import GIT, commit_turn, diff_against, paths_changed_by
-from snapshots import mirror
+from snapshots import agent_installs, mirror
 from snapshots.backends import sandbox_backend
 from snapshots.prewarm import claim_prewarmed
 from snapshots.restore import (
@@ -533,27 +533,25 @@ class TurnRunner:
         """A CLI runtime's version: the recipe's pin (`[agents]`) or the platform's, installed on
         this worker and startable with the platform's node — else the turn fails naming the
         runtime and version, in the words `inspect doctor` uses."""
-        from sessions.agents import installs
-
         agent = self.session.agent
-        if agent not in installs.PINNED:
+        if agent not in agent_installs.PINNED:
             return {}
         snapshot = self.session.snapshot
         pins = dict(recipe_of(snapshot).agents) if snapshot is not None else {}
-        version = pins.get(agent) or installs.PINNED[agent].version
+        version = pins.get(agent) or agent_installs.PINNED[agent].version
         if sandbox_backend().name == "modal":
-            if version != installs.PINNED[agent].version:
+            if version != agent_installs.PINNED[agent].version:
                 raise AgentError(
-                    f"{installs.PINNED[agent].label} {version} ({agent}) is pinned by the "
+                    f"{agent_installs.PINNED[agent].label} {version} ({agent}) is pinned by the "
                     "recipe, but the Modal image carries only the platform's version "
-                    f"{installs.PINNED[agent].version}"
+                    f"{agent_installs.PINNED[agent].version}"
                 )
             return {}
         try:
             # A recipe's pin is installed when its snapshot is built; one somehow missing on this
             # worker is installed now (on the host: the sandbox needs no npm egress).
-            installs.ready(agent, version, install_missing=agent in pins)
-        except installs.InstallError as exc:
+            agent_installs.ready(agent, version, install_missing=agent in pins)
+        except agent_installs.InstallError as exc:
             raise AgentError(str(exc)) from None
         return {"agent_versions": pins} if pins else {}
 

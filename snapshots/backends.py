@@ -6,6 +6,7 @@ import os
 
 from django.conf import settings
 
+from snapshots import agent_installs
 from snapshots.sandbox import BackendUnavailable, SandboxBackend
 
 _backends: dict[tuple[int, str], SandboxBackend] = {}
@@ -40,13 +41,13 @@ def _build(name: str) -> SandboxBackend:
             raise BackendUnavailable(
                 "the modal backend needs MODAL_TOKEN_ID and MODAL_TOKEN_SECRET to be set"
             )
-        from sessions.agents.installs import modal_image_commands
         from snapshots.sandbox.modal_backend import ModalBackend
 
         return ModalBackend(
             token_id=settings.MODAL_TOKEN_ID,
             token_secret=settings.MODAL_TOKEN_SECRET,
             app_name=settings.MODAL_APP_NAME,
-            agent_commands=modal_image_commands(),  # the same pinned CLIs at the same path
+            # The same pinned CLIs at the same path.
+            agent_commands=agent_installs.modal_image_commands(),
         )
     raise BackendUnavailable(f"unknown sandbox backend {name!r}; use 'local' or 'modal'")

@@ -8,7 +8,7 @@ from collections.abc import Callable
 
 from django.db import DatabaseError
 
-from sessions.agents import installs
+from snapshots import agent_installs
 
 
 def recipe_pins() -> dict[tuple[str, str], list[str]]:
@@ -45,24 +45,24 @@ def install_agents(echo: Callable[[str], None]) -> list[str]:
     """Install every pinned CLI and every version a recipe pins; one line per step through
     `echo`. Returns the failures (npm's own words), empty when everything is installed."""
     failures = []
-    wanted = [(runtime, cli.version) for runtime, cli in installs.PINNED.items()]
+    wanted = [(runtime, cli.version) for runtime, cli in agent_installs.PINNED.items()]
     try:
         wanted += [pin for pin in recipe_pins() if pin not in wanted]
     except DatabaseError as exc:
         echo(f"recipe pins: not read (the database is not reachable: {exc})")
-    problem = installs.tools_problem()
+    problem = agent_installs.tools_problem()
     if problem:
         echo(f"agent CLIs: {problem}")
         return [problem]
     for runtime, version in wanted:
-        package = f"{installs.PINNED[runtime].package}@{version}"
-        if installs.is_installed(runtime, version):
-            installs.install(runtime, version)  # links the pinned version's bin/ if needed
-            echo(f"{package}: already installed at {installs.install_dir(runtime, version)}")
+        package = f"{agent_installs.PINNED[runtime].package}@{version}"
+        if agent_installs.is_installed(runtime, version):
+            agent_installs.install(runtime, version)  # links the pinned version's bin/ if needed
+            echo(f"{package}: already installed at {agent_installs.install_dir(runtime, version)}")
             continue
         try:
-            where = installs.install(runtime, version)
-        except (installs.InstallError, OSError) as exc:
+            where = agent_installs.install(runtime, version)
+        except (agent_installs.InstallError, OSError) as exc:
             failures.append(f"{runtime} {version}: {exc}")
             echo(f"{package}: NOT installed: {exc}")
             continue
@@ -85,14 +85,15 @@ def runtime_lines() -> list[str]:
         lines.append(f"builtin: {provider} model {model}: configured")
     except AgentError as exc:
         lines.append(f"builtin: {provider} model {model}: NOT configured: {exc}")
-    for runtime, cli in installs.PINNED.items():
+    for runtime, cli in agent_installs.PINNED.items():
         try:
             _cli_env(runtime)
             model = "model settings configured"
         except AgentError as exc:
             model = f"NOT configured: {exc}"
         lines.append(
-            f"{installs.describe(installs.status(runtime))} [{cli.label}, {cli.package}; {model}]"
+            f"{agent_installs.describe(agent_installs.status(runtime))} "
+            f"[{cli.label}, {cli.package}; {model}]"
         )
     try:
         pins = recipe_pins()
@@ -101,17 +102,17 @@ def runtime_lines() -> list[str]:
         first = (str(exc).strip().splitlines() or [exc.__class__.__name__])[0]
         lines.append(f"recipe pins: not read (the database is not reachable: {first})")
     for (runtime, version), repositories in sorted(pins.items()):
-        if version == installs.PINNED[runtime].version:
+        if version == agent_installs.PINNED[runtime].version:
             continue
         lines.append(
-            f"{installs.describe(installs.status(runtime, version))} "
+            f"{agent_installs.describe(agent_installs.status(runtime, version))} "
             f"[pinned by the recipe of {', '.join(repositories)}]"
         )
-    problem = installs.tools_problem()
+    problem = agent_installs.tools_problem()
     if problem:
         lines.append(f"agent CLIs: {problem}")
     lines.append(
         f"agent CLIs: installed in {settings.AGENT_CLIS_DIR}, read-only in every sandbox at "
-        f"{installs.AGENT_TOOLS_MOUNT} (install: manage.py inspect doctor --install-agents)"
+        f"{agent_installs.AGENT_TOOLS_MOUNT} (install: manage.py inspect doctor --install-agents)"
     )
     return lines
