@@ -6,17 +6,19 @@ from __future__ import annotations
 
 from collections.abc import Callable
 
+from django.conf import settings
 from django.db import DatabaseError
 
+from sessions.agents import AgentError, cli_env
+from sessions.agents.providers import DEFAULT_MODELS, llm_provider, model_client
 from snapshots import agent_installs
+from snapshots.models import Repository, Snapshot
+from snapshots.recipe import RecipeError, parse_recipe
 
 
 def recipe_pins() -> dict[tuple[str, str], list[str]]:
     """The agent CLI versions repositories' recipes pin: (runtime, version) -> repositories.
     A repository's recipe is its dashboard override, else the one of its newest snapshot."""
-    from snapshots.models import Repository, Snapshot
-    from snapshots.recipe import RecipeError, parse_recipe
-
     pins: dict[tuple[str, str], list[str]] = {}
     for repository in Repository.objects.order_by("name"):
         text, where = repository.recipe_override, "the recipe set in the dashboard"
@@ -73,10 +75,6 @@ def install_agents(echo: Callable[[str], None]) -> list[str]:
 def runtime_lines() -> list[str]:
     """One line per runtime: builtin (its provider and model, configured or not), command, and
     each CLI at the platform's pinned version and at every version a recipe pins."""
-    from django.conf import settings
-
-    from sessions.agents import DEFAULT_MODELS, AgentError, _cli_env, llm_provider, model_client
-
     lines = ["command: runs the session's own command in the sandbox (nothing to configure)"]
     provider = llm_provider()
     model = settings.LLM_MODEL or DEFAULT_MODELS[provider]
@@ -87,7 +85,7 @@ def runtime_lines() -> list[str]:
         lines.append(f"builtin: {provider} model {model}: NOT configured: {exc}")
     for runtime, cli in agent_installs.PINNED.items():
         try:
-            _cli_env(runtime)
+            cli_env(runtime)
             model = "model settings configured"
         except AgentError as exc:
             model = f"NOT configured: {exc}"

@@ -2,8 +2,9 @@
 
 import pytest
 
-from sessions.agents import RUNTIME_NAMES, get_runtime, llm_provider, turn_limits, validate_agent
+from sessions.agents import RUNTIME_NAMES, get_runtime, validate_agent
 from sessions.agents.base import AgentError, AgentEvent, AgentRuntime
+from sessions.agents.providers import llm_provider, turn_limits
 from sessions.agents.redaction import RedactingRuntime, redact
 from tests.agents.conftest import MODEL_KEY
 
