@@ -21,8 +21,8 @@ from inspect_web.accounts import verified_email
 from sessions import conversations, services, states
 from sessions.agents import AgentError, get_runtime
 from sessions.agents.base import EVENT_KIND, Author, Turn
-from sessions.agents.children import SessionChildren
 from sessions.agents.providers import turn_limits
+from sessions.children import SessionChildren
 from sessions.events import EventWriter, append_event, append_events, diff_attribution
 from sessions.lease import DriverLease
 from sessions.models import Event, Prompt, PullRequest, Session, State
