@@ -24,6 +24,7 @@ def sandbox_backend(name: str | None = None) -> SandboxBackend:
 def _build(name: str) -> SandboxBackend:
     # Rows name the backend that made them ("local-bwrap", "local-runsc", "modal").
     if name == "local" or name.startswith("local-"):
+        # Backends load on demand (snapshots/sandbox/__init__.py): only the one in use.
         from snapshots.sandbox.local import LocalBackend
 
         runtime = name.removeprefix("local-") if name != "local" else settings.SANDBOX_RUNTIME
@@ -41,6 +42,7 @@ def _build(name: str) -> SandboxBackend:
             raise BackendUnavailable(
                 "the modal backend needs MODAL_TOKEN_ID and MODAL_TOKEN_SECRET to be set"
             )
+        # On demand, as the local backend above.
         from snapshots.sandbox.modal_backend import ModalBackend
 
         return ModalBackend(
