@@ -1,7 +1,7 @@
 """The API's metrics summary: session and prompt counts of the repositories whose metrics the
 user may see, in three queries whatever the number of repositories.
 
-The review-effort figures of the Metrics page (inspect_web/metrics.py) are not in this
+The review-effort figures of the Metrics page (metrics/queries.py) are not in this
 response yet; its shape is fixed by api.serializers.MetricsSerializer."""
 
 from __future__ import annotations

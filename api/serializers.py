@@ -7,8 +7,8 @@ from rest_framework import serializers
 
 from approvals.models import ApprovalRequest
 from sessions.agents import RUNTIME_NAMES
-from sessions.events import MAX_SEQ
 from sessions.models import Prompt, Session, State
+from sessions.stream.read import MAX_SEQ
 from snapshots.models import Repository, Snapshot
 
 
@@ -124,7 +124,9 @@ class StopSerializer(serializers.Serializer):
 
 class EventSerializer(serializers.Serializer):
     seq = serializers.IntegerField()
-    kind = serializers.CharField()
+    kind = serializers.CharField(
+        help_text="what happened; the kinds and their payloads: docs/streaming.md, Event kinds"
+    )
     payload = serializers.DictField()
     created_at = serializers.DateTimeField()
 

@@ -27,8 +27,8 @@ from django.views.decorators.http import require_GET
 
 from api.tokens import bearer_token, stream_ticket_redeem, token_authenticate
 from sessions import live_access
-from sessions.consumers import PAGE_SIZE, read_events
-from sessions.events import group_name, parse_after
+from sessions.events import group_name
+from sessions.stream.read import PAGE_SIZE, parse_after, read_events
 
 log = logging.getLogger(__name__)
 
@@ -149,7 +149,8 @@ async def _wait(layer, channel) -> str:
 
 def scope_token_user(scope: dict):
     """The user of a websocket's API token (`Authorization: Bearer …`) or single-use stream
-    ticket (`?ticket=`), or None."""
+    ticket (`?ticket=`), or None. The session stream's websocket asks it through
+    sessions.stream.base's registry (api.apps registers it): sessions sit below the API."""
     headers = dict(scope.get("headers") or [])
     raw = bearer_token(headers.get(b"authorization", b"").decode("latin-1"))
     if raw:

@@ -17,8 +17,8 @@ from approvals.gate import approval_decide
 from approvals.models import ApprovalRequest
 from inspect_web import access
 from sessions import services
-from sessions.events import events_after, serialize
 from sessions.models import Event, Session
+from sessions.stream.read import events_after, serialize
 from snapshots.actions import snapshot_refresh_request
 from snapshots.models import Membership, Repository, Snapshot
 

@@ -2,8 +2,8 @@
 them) are encrypted at rest with INSPECT_SECRETS_KEY, like repository secrets.
 
 The database only ever holds `seal`ed values: encrypted just before every save and decrypted when
-a row is loaded, so allauth and sessions.codehosts see plain text in memory and nothing else
-changes. Without the key, tokens are not stored at all (settings: SOCIALACCOUNT_STORE_TOKENS).
+a row is loaded, so allauth and integrations.github.codehost see plain text in memory and nothing
+else changes. Without the key, tokens are not stored at all (settings: SOCIALACCOUNT_STORE_TOKENS).
 """
 
 from __future__ import annotations

@@ -43,7 +43,7 @@ DB_NAME = "inspect_bench_metrics"
 
 
 def seed(prefix: str, sessions: int, events: int, prs: int) -> dict:
-    from inspect_web.metrics_cli import seed_metrics_data
+    from metrics.seed import seed_metrics_data
 
     print(f"seeding {prefix}: {sessions:,} sessions, {events:,} events, {prs:,} PRs ...",
           file=sys.stderr, flush=True)  # fmt: skip
@@ -91,7 +91,8 @@ def python_baseline(prefix: str) -> dict:
 
     from django.db.models import F
 
-    from inspect_web.metrics import DEFAULT_DAYS, REVIEW_DEFAULT_SECONDS, percentile_cont
+    from metrics.queries import REVIEW_DEFAULT_SECONDS, percentile_cont
+    from metrics.scope import DEFAULT_DAYS
     from sessions.models import ReviewEvent, Session
 
     started = time.perf_counter()

@@ -75,11 +75,11 @@ def fill(session, events: int, turns: int = 10) -> None:
     per_turn = events // turns
     n = 0
     for turn in range(1, turns + 1):
-        Prompt.objects.create(
+        prompt = Prompt.objects.create(
             session=session, author=session.creator, order=turn, text=f"task {turn}", state="done"
         )
-        batch: list[tuple[str, dict]] = [("prompt", {"order": turn, "text": f"task {turn}",
-                                                     "author": "bench"})]  # fmt: skip
+        asked = {"prompt": prompt.pk, "order": turn, "text": f"task {turn}", "author": "bench"}
+        batch: list[tuple[str, dict]] = [("prompt", asked)]
         tail = diff_of(turn)
         while n < per_turn * turn - len(tail) - 1:
             batch += log_of(n, turn)

@@ -219,22 +219,20 @@ def describe(event: dict, term: Terminal, base_url: str = "") -> str | None:
     printed inert (see `inert`)."""
     kind, p = event["kind"], inert(event.get("payload") or {})
     seq = term.paint(f"{event['seq']:>5}", "dim")
-    if kind == "status":
-        if "to" in p:
-            text = f"state {p.get('from', '?')} → {p['to']}"
-            if p.get("reason"):
-                text += f" ({p['reason']})"
-        elif "stop_requested_by" in p:
-            text = f"stop requested by {p['stop_requested_by']}"
-        elif p.get("pr_url"):
-            url = p["pr_url"]
-            url = base_url + url if url.startswith("/") else url  # reviewed on the server itself
-            text = f"pull request {'opened' if p.get('opened') else 'updated'}: {url}"
-        elif p.get("merged"):
-            text = "pull request merged"
-        else:
-            return None
+    if kind == "state":
+        text = f"state {p.get('from', '?')} → {p.get('to', '?')}"
+        if p.get("reason"):
+            text += f" ({p['reason']})"
         return f"{seq} {term.paint(text, 'status')}"
+    if kind == "stop_requested":
+        return f"{seq} {term.paint('stop requested by ' + str(p.get('by', '?')), 'status')}"
+    if kind == "pull_request_published":
+        url = p.get("pr_url") or ""
+        url = base_url + url if url.startswith("/") else url  # reviewed on the server itself
+        text = f"pull request {'opened' if p.get('opened') else 'updated'}: {url}"
+        return f"{seq} {term.paint(text, 'status')}"
+    if kind == "pull_request_merged":
+        return f"{seq} {term.paint('pull request merged', 'status')}"
     if kind == "prompt":
         first = ((p.get("text") or "").splitlines() or [""])[0]
         asked = term.paint(f"{p.get('author')} asked (prompt {p.get('order')}):", "prompt")
@@ -286,7 +284,7 @@ def watch(ctx: Context, session_id: int, *, after: int = 0) -> int:
             text = describe(event, term, ctx.api.url)
             if text:
                 term.line(text)
-            to = (event.get("payload") or {}).get("to") if event["kind"] == "status" else None
+            to = (event.get("payload") or {}).get("to") if event["kind"] == "state" else None
             if to:
                 term.status = f"#{session_id} {to}"
             if to in DONE:

@@ -15,6 +15,9 @@ DATA_DIR = env.data_dir(BASE_DIR / "var")
 
 SECRET_KEY = env.secret_key(DATA_DIR)
 DEBUG = env.env_bool("DEBUG", False)
+# Each appended event's payload is checked against its kind (sessions.event_kinds); the tests
+# turn it on too.
+CHECK_EVENT_PAYLOADS = DEBUG
 ALLOWED_HOSTS = env.env_list("ALLOWED_HOSTS", ["localhost", "127.0.0.1", "[::1]"])
 CSRF_TRUSTED_ORIGINS = env.env_list("CSRF_TRUSTED_ORIGINS", [])
 # A separate origin that serves only the live preview (recommended in production): the
@@ -65,6 +68,7 @@ INSTALLED_APPS = [
     "api",
     "automations",
     "integrations",
+    "metrics",
 ]
 
 MIDDLEWARE = [

@@ -3,12 +3,11 @@ from django.urls import include, path
 
 from inspect_web import health, views
 from inspect_web.accounts import VerifiedPrimaryEmailView
-from sessions.views import github_webhook
+from integrations.github import views as github_views
 
 urlpatterns = [
     path("", views.home, name="home"),
-    path("metrics/", views.metrics, name="metrics"),
-    path("metrics/review-time/<int:pr_id>/", views.review_time, name="metrics-review-time"),
+    path("metrics/", include("metrics.urls")),
     path("healthz", health.healthz, name="healthz"),
     path("sessions/", include("sessions.urls")),
     path("sessions/", include("sessions.sandbox_urls")),  # screenshots, live preview
@@ -17,7 +16,7 @@ urlpatterns = [
     path("automations/", include("automations.urls")),
     path("api/", include("api.urls")),
     path("slack/", include("integrations.urls")),
-    path("webhooks/github/", github_webhook, name="github-webhook"),
+    path("webhooks/github/", github_views.webhook, name="github-webhook"),
     path("account/tokens/", include("api.account_urls")),
     # Before allauth's own: only a verified address can be made primary.
     path("accounts/email/", VerifiedPrimaryEmailView.as_view(), name="account_email"),

@@ -3,6 +3,18 @@ from __future__ import annotations
 from django.conf import settings
 from django.db import models
 
+# GitHub's models live beside its code; importing them here makes them this app's models.
+from integrations.github.models import GitHubLink, WebhookDelivery
+
+__all__ = [
+    "GitHubLink",
+    "SlackChannelRoute",
+    "SlackKeywordRule",
+    "SlackThread",
+    "SlackUser",
+    "WebhookDelivery",
+]
+
 
 class SlackChannelRoute(models.Model):
     """Messages in this channel go to this repository (routing's first rule)."""

@@ -1,6 +1,6 @@
 from django.contrib import admin
 
-from sessions.models import Event, GitHubLink, Prompt, PullRequest, Session, WebhookDelivery
+from sessions.models import Event, Prompt, PullRequest, Session
 
 
 @admin.register(Session)
@@ -26,17 +26,3 @@ class PullRequestAdmin(admin.ModelAdmin):
     list_filter = ["state", "host", "repository"]
     # Merges go through the approval gate; the admin only shows what happened.
     readonly_fields = ["state", "merged_at", "merged_by", "merge_sha", "head_sha"]
-
-
-@admin.register(GitHubLink)
-class GitHubLinkAdmin(admin.ModelAdmin):
-    list_display = ["repository", "full_name", "installation_id"]
-
-
-@admin.register(WebhookDelivery)
-class WebhookDeliveryAdmin(admin.ModelAdmin):
-    list_display = ["delivery_id", "event", "action", "outcome", "received_at"]
-    list_filter = ["event"]
-
-    def has_change_permission(self, request, obj=None) -> bool:
-        return False

@@ -8,6 +8,7 @@ class SessionsConfig(AppConfig):
     verbose_name = "Agent sessions"
 
     def ready(self) -> None:
-        # The merge_pr executor of the approval gate, and the signals that make open
-        # websockets and streams re-check access when a membership or a user changes.
+        # The merge_pr executor of the approval gate, revert detection after a build's fetch,
+        # and the signals that make open websockets and streams re-check access when a
+        # membership or a user changes.
         from sessions import live_access, pulls  # noqa: F401

@@ -11,6 +11,7 @@ from django.core.management.base import CommandError
 
 from sessions import services
 from sessions.models import Session, State
+from sessions.stream.read import events_after, serialize
 from snapshots.models import Repository
 
 WAIT_DONE = {State.IDLE, State.FAILED, State.PR_OPEN, State.MERGED, State.CLOSED, State.CANCELLED}
@@ -181,8 +182,6 @@ def session_stop(command, options) -> int:
 
 
 def session_events(command, options) -> int:
-    from sessions.events import events_after, serialize
-
     user = _user(options["as_user"])
     session = _session(options["id"], user)
     if options["after"] < 0:

@@ -3,8 +3,8 @@
 `append_events` allocates `seq` by bumping `Session.last_seq` in the same transaction as the
 insert, so seqs are unique, increasing and gap-free (a rolled-back append leaves no hole). After
 commit it tells the session's channel group the new high-water seq; viewers read the rows
-(sessions.consumers). The notification goes out on one long-lived event loop per process, so a
-batch costs one PUBLISH, not a new loop and a new Redis connection.
+(the read side: sessions.stream). The notification goes out on one long-lived event loop per
+process, so a batch costs one PUBLISH, not a new loop and a new Redis connection.
 `EventWriter` batches a producer's lines: 50 ms or 200 events per transaction.
 """
 
@@ -22,35 +22,16 @@ from dataclasses import dataclass
 from typing import Any
 
 from channels.layers import get_channel_layer
+from django.conf import settings
 from django.core.files.base import ContentFile
 from django.core.files.storage import default_storage
 from django.db import DatabaseError, InterfaceError, OperationalError, connection, transaction
 
+from sessions.event_kinds import KINDS, check_payload
 from sessions.models import Event, Session
 
 log = logging.getLogger(__name__)
 
-KINDS = frozenset(
-    {
-        "status",
-        "prompt",
-        "agent_message",
-        "reasoning",
-        "tool_call",
-        "tool_result",
-        "command",
-        "output",
-        "diff",
-        "screenshot",
-        "approval",
-        "error",
-        "notice",
-        "usage",
-        "file_edit",
-        "terminal",
-        "egress_refused",
-    }
-)  # `presence` is broadcast only, never stored
 MAX_PAYLOAD = 64 * 1024
 KEEP_HEAD = KEEP_TAIL = 8 * 1024
 BATCH_SECONDS = 0.05
@@ -99,13 +80,16 @@ def append_events(session_id: int, events: Iterable[NewEvent | tuple[str, dict]]
     Retries when the database connection drops mid-append. The transaction commits whole or
     not at all, so a retry cannot leave a gap; and a drop during COMMIT itself (committed, but
     the reply lost) is recognised before retrying, so the batch is not stored twice. Raises
-    ValueError for an unknown kind and Session.DoesNotExist for a missing session.
+    ValueError for an unknown kind (or, with CHECK_EVENT_PAYLOADS, a payload that does not
+    fit its kind: sessions.event_kinds) and Session.DoesNotExist for a missing session.
     """
     batch = [e if isinstance(e, NewEvent) else NewEvent(*e) for e in events]
     if not batch:
         return Session.objects.filter(pk=session_id).values_list("last_seq", flat=True).get()
     for event in batch:
-        if event.kind not in KINDS:
+        if settings.CHECK_EVENT_PAYLOADS:  # DEBUG and the tests: each payload fits its kind
+            check_payload(event.kind, event.payload)
+        elif event.kind not in KINDS:
             raise ValueError(f"unknown event kind {event.kind!r}")
     # Repository secrets never reach a stored event or artifact (approvals.secrets).
     from approvals.secrets import redact_event_payload
@@ -244,24 +228,6 @@ def _layer_call(coroutine) -> None:
             raise
 
 
-# The largest seq a client may name (a PostgreSQL bigint).
-MAX_SEQ = 2**63 - 1
-
-
-def parse_after(raw: str) -> int:
-    """The seq a reader (websocket `?after=`, SSE `Last-Event-ID`) says it has; ValueError
-    says what is wrong with it, for the caller to name its own parameter."""
-    if not raw.isascii() or not raw.isdigit():
-        raise ValueError(f"must be a whole number, 0 or more (your last seq), not {raw[:40]!r}")
-    if int(raw) > MAX_SEQ:
-        raise ValueError("is larger than any seq can be")
-    return int(raw)
-
-
-def events_after(session_id: int, after: int, limit: int = 1000) -> list[Event]:
-    return list(Event.objects.filter(session_id=session_id, seq__gt=after).order_by("seq")[:limit])
-
-
 def diff_attribution(session_id: int) -> dict[str, dict]:
     """Per path, who the session's newest diff event of it names: {"author"[, "by_hand"]}."""
     found: dict[str, dict] = {}
@@ -274,15 +240,6 @@ def diff_attribution(session_id: int) -> dict[str, dict]:
         if author and path not in found:
             found[path] = {"author": author} | ({"by_hand": by_hand} if by_hand else {})
     return found
-
-
-def serialize(event: Event) -> dict[str, Any]:
-    return {
-        "seq": event.seq,
-        "kind": event.kind,
-        "payload": event.payload,
-        "created_at": event.created_at.isoformat(),
-    }
 
 
 class EventWriter:

@@ -53,16 +53,23 @@ def current_user(user_id: int):
     return get_user_model().objects.filter(pk=user_id, is_active=True).first()
 
 
-def visible_session(user, session_id: int) -> tuple[int, int] | None:
-    """The session `user` may see, as (id, last_seq); None if there is none they may (the one
-    access rule: inspect_web.access). What every live stream (websocket, SSE) opens with."""
+def seen_session(user, session_id: int, sessions=None) -> Session | None:
+    """The session `user` may see, from `sessions` (a queryset of Session, to choose what is
+    loaded with it); None if there is none they may (the one access rule: inspect_web.access).
+    The membership check of every websocket and stream."""
     try:
-        session = access.get_visible_or_404(
-            user, Session.objects.only("id", "last_seq"), pk=session_id
+        return access.get_visible_or_404(
+            user, Session.objects.all() if sessions is None else sessions, pk=session_id
         )
     except Http404:
         return None
-    return session.pk, session.last_seq
+
+
+def visible_session(user, session_id: int) -> tuple[int, int] | None:
+    """The session `user` may see, as (id, last_seq); None if there is none they may. What
+    every live stream (websocket, SSE) opens with."""
+    session = seen_session(user, session_id, Session.objects.only("id", "last_seq"))
+    return None if session is None else (session.pk, session.last_seq)
 
 
 def still_sees_session(user_id: int, session_id: int) -> bool:

@@ -290,32 +290,3 @@ class ReviewEvent(models.Model):
 
     def __str__(self) -> str:
         return f"{self.kind} on {self.pull_request_id} by {self.reviewer_login}"
-
-
-class WebhookDelivery(models.Model):
-    """Each X-GitHub-Delivery once: redeliveries are answered but not applied again."""
-
-    delivery_id = models.CharField(max_length=100, unique=True)
-    event = models.CharField(max_length=60)
-    action = models.CharField(max_length=60, blank=True)
-    outcome = models.CharField(max_length=300, blank=True)
-    received_at = models.DateTimeField(auto_now_add=True)
-
-    def __str__(self) -> str:
-        return f"{self.event} {self.delivery_id}"
-
-
-class GitHubLink(models.Model):
-    """A repository hosted on GitHub: which repository there and the App installation for it.
-    Without one, a repository is a local one (branches pushed to its path, reviewed here)."""
-
-    repository_path = "repository"
-
-    repository = models.OneToOneField(Repository, on_delete=models.CASCADE, related_name="github")
-    full_name = models.CharField(max_length=200, help_text="owner/name on GitHub.")
-    installation_id = models.PositiveBigIntegerField(
-        null=True, blank=True, help_text="Looked up from the App when empty."
-    )
-
-    def __str__(self) -> str:
-        return self.full_name

@@ -9,6 +9,7 @@ import logging
 import re
 import shlex
 from datetime import UTC, datetime
+from pathlib import Path
 
 from django.conf import settings
 from django.db import transaction
@@ -27,12 +28,12 @@ from sessions.events import append_event
 from sessions.models import Event, PullRequest, ReviewEvent, Session, State
 from sessions.workspace_git import GIT
 from snapshots import mirror
+from snapshots.models import Repository
 from snapshots.sandbox import Sandbox, SandboxError
 
 log = logging.getLogger(__name__)
-# How git and GitHub name what a revert undoes (git revert's message; GitHub's revert button).
+# How git names what a revert undoes (git revert's message).
 REVERTS_COMMIT = re.compile(r"This reverts commit ([0-9a-f]{7,64})", re.IGNORECASE)
-REVERTS_PR = re.compile(r"\bReverts? ([\w.-]+/[\w.-]+)#(\d+)", re.IGNORECASE)
 MERGE_PR = "merge_pr"
 BUNDLE = ".git/inspect-publish.bundle"
 RENAME_ATTEMPTS = 5
@@ -163,7 +164,7 @@ def _push(host, session: Session, branch: str, *, renaming: bool) -> str:
                     f"{exc}; rename or delete it, then send another prompt"
                 ) from None
             note = f"{exc}; pushing to {branch}-{attempt + 1} instead"
-            append_event(session.pk, "status", {"phase": "publish", "message": note})
+            append_event(session.pk, "publish_note", {"message": note})
             continue
         return name
     raise AssertionError("unreachable")
@@ -247,7 +248,7 @@ def publish_turn(session: Session, sandbox: Sandbox, *, fence: int | None = None
     pr.refresh_from_db()
     append_event(
         session.pk,
-        "status",
+        "pull_request_published",
         {"pull_request": pr.pk, "pr_url": pr.url or session.get_absolute_url() + "#pull-request",
          "branch": branch, "head": head, "opened": created, "host": host.name,
          "opened_as_app": pr.opened_as_app},
@@ -287,7 +288,7 @@ def record_review(
     commit: str = "", at=None, where: str = "",
 ) -> bool:  # fmt: skip
     """Record one review of `pr` (from the code host or the dashboard) once per `external_id`:
-    a ReviewEvent, a `status` event on the session, the PR's first review time and its review
+    a ReviewEvent, a `review` event on the session, the PR's first review time and its review
     rounds (how many distinct head commits were reviewed). Returns False for a replay."""
     at = at or timezone.now()
     login = login or (reviewer.get_username() if reviewer else "")
@@ -301,12 +302,12 @@ def record_review(
     label = ReviewEvent.Kind(kind).label.lower()
     append_event(
         pr.session_id,
-        "status",
+        "review",
         {"pull_request": pr.pk, "review": kind, "reviewer": login, "commit": commit,
          "message": f"{login} reviewed{where}: {label}"},
     )  # fmt: skip
     reviewed = (
-        Event.objects.filter(session_id=pr.session_id, kind="status", payload__has_key="review")
+        Event.objects.filter(session_id=pr.session_id, kind="review")
         .values_list("payload__commit", flat=True)
         .distinct()
     )
@@ -338,8 +339,8 @@ def mark_reverted(pr: PullRequest, *, revert_sha: str, at, branch: str) -> bool:
         return False
     append_event(
         pr.session_id,
-        "status",
-        {"pull_request": pr.pk, "reverted": True, "revert_sha": revert_sha,
+        "pull_request_reverted",
+        {"pull_request": pr.pk, "revert_sha": revert_sha,
          "message": f"{pr.branch} was reverted on {branch} by {revert_sha[:12]}"},
     )  # fmt: skip
     audit.record(
@@ -353,10 +354,12 @@ def mark_reverted(pr: PullRequest, *, revert_sha: str, at, branch: str) -> bool:
     return True
 
 
-def detect_local_reverts(repository, mirror_dir) -> int:
-    """A local repository sends no push webhook: after each fetch of its mirror, commits on a
-    merged PR's base branch since its merge that revert the merge mark it reverted. Returns how
-    many were found."""
+def detect_local_reverts(
+    sender: object = None, *, repository: Repository, mirror_dir: Path, **kwargs: object
+) -> int:
+    """A local repository sends no push webhook: after each fetch of its mirror (the build's
+    `mirror_fetched` signal), commits on a merged PR's base branch since its merge that revert
+    the merge mark it reverted. Returns how many were found."""
     merged = PullRequest.objects.filter(
         repository=repository, host=PullRequest.Host.LOCAL, state=PullRequest.State.MERGED,
         reverted_at__isnull=True,
@@ -437,7 +440,7 @@ def mark_merged(pr: PullRequest, *, merge_sha: str = "", merged_by=None, at=None
     )
     if not updated:
         return
-    append_event(pr.session_id, "status", {"pull_request": pr.pk, "merged": True, "sha": merge_sha})
+    append_event(pr.session_id, "pull_request_merged", {"pull_request": pr.pk, "sha": merge_sha})
     session = Session.objects.get(pk=pr.session_id)
     if session.state == State.PR_OPEN:
         session_transition(session, State.MERGED, reason=f"{pr.branch} merged")
@@ -450,7 +453,7 @@ def mark_closed(pr: PullRequest, *, at=None) -> None:
         state=PullRequest.State.CLOSED, closed_at=at or timezone.now()
     ):
         return
-    append_event(pr.session_id, "status", {"pull_request": pr.pk, "closed": True})
+    append_event(pr.session_id, "pull_request_closed", {"pull_request": pr.pk})
     session = Session.objects.get(pk=pr.session_id)
     if session.state == State.PR_OPEN:
         session_transition(session, State.CLOSED, reason=f"{pr.branch} closed")
@@ -470,3 +473,4 @@ def mark_reopened(pr: PullRequest) -> None:
 
 gate.register_executor(MERGE_PR, execute_merge)
 gate.approval_decided.connect(review_merge_decision, dispatch_uid="review-merge-decision")
+mirror.mirror_fetched.connect(detect_local_reverts, dispatch_uid="detect-local-reverts")

@@ -14,15 +14,25 @@ from pygments import highlight
 from pygments.formatters import HtmlFormatter
 from pygments.lexers import DiffLexer
 
+from sessions.event_kinds import KINDS, PULL_REQUEST_KINDS
 from sessions.models import Event, PullRequest
 
 COLLAPSE_LINES = 400
 MAX_HIGHLIGHT = 200_000  # characters; beyond this the patch is shown plain (already truncated)
 
 
+def event_template(kind: str) -> str:
+    """The template of an event's body: its kind's own, or the fallback for a kind this
+    version does not know (a row written by a newer or older one)."""
+    return f"sessions/events/{kind}.html" if kind in KINDS else "sessions/events/_unknown.html"
+
+
 def render_events(events: Iterable[Event]) -> str:
     """`<li>` items for the log, in the order given."""
-    return "".join(render_to_string("sessions/_event.html", {"event": e}) for e in events)
+    return "".join(
+        render_to_string("sessions/_event.html", {"event": e, "body": event_template(e.kind)})
+        for e in events
+    )
 
 
 def live_fragment(events: list[Event]) -> str:
@@ -43,8 +53,14 @@ def _mark_safe(html: str):
 
 
 # Which side panels an event of a kind can change; the page and the stream share the partials.
+# What happens to the session (its state, a turn's end, its pull request) may change any of these.
+SESSION_PANELS = ("prompts", "timings", "children", "pull_request")
 PANELS_BY_KIND: dict[str, tuple[str, ...]] = {
-    "status": ("prompts", "timings", "children", "pull_request"),
+    **dict.fromkeys(
+        ("state", "stop_requested", "turn_finished", "workspace_synced", "publish_note"),
+        SESSION_PANELS,
+    ),
+    **dict.fromkeys(PULL_REQUEST_KINDS, SESSION_PANELS),
     "prompt": ("prompts",),
     "diff": ("diff",),
     "command": ("verification",),
@@ -82,7 +98,7 @@ def _panel_updates(events: list[Event]) -> list[str]:
     updates = []
     names: list[str] = []
     for event in events:
-        if event.kind == "status" and "to" in event.payload:
+        if event.kind == "state" and "to" in event.payload:
             updates = [
                 render_to_string(
                     "sessions/_state_badge.html", {"state": event.payload["to"], "oob": True}

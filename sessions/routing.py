@@ -2,9 +2,9 @@
 
 from django.urls import path, re_path
 
-from sessions.consumers import SessionStreamConsumer
-from sessions.preview_socket import PreviewSocketConsumer
-from sessions.terminal import TerminalConsumer
+from sessions.stream.preview_socket import PreviewSocketConsumer
+from sessions.stream.session_socket import SessionStreamConsumer
+from sessions.stream.terminal_socket import TerminalConsumer
 
 websocket_urlpatterns = [
     path("ws/sessions/<int:session_id>/", SessionStreamConsumer.as_asgi()),

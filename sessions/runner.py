@@ -184,7 +184,9 @@ class TurnRunner:
                 error="",
                 **self._totals(resumed),
             )
-            append_event(self.session.pk, "status", {"turn": prompt.order, "timings": self.timings})
+            append_event(
+                self.session.pk, "turn_finished", {"turn": prompt.order, "timings": self.timings}
+            )
             self._finish_prompt(Prompt.State.DONE)
             services.clear_stop(self.session.pk)
             # Published before the turn's end state, so whoever waits for that sees the PR.
@@ -367,12 +369,11 @@ class TurnRunner:
             "stale": restored.stale,
         }
         self._save(drift=drift)
-        payload = {"synced": True, "sync_ms": sync.elapsed_ms, "drift": drift}
-        payload["turn"] = self.prompt.order
+        payload = {"turn": self.prompt.order, "sync_ms": sync.elapsed_ms, "drift": drift}
         if writer is not None:
-            writer.add("status", payload)
+            writer.add("workspace_synced", payload)
         else:
-            append_event(self.session.pk, "status", payload)
+            append_event(self.session.pk, "workspace_synced", payload)
 
     def _run_agent(self, sandbox: Sandbox, runtime) -> str:
         """Run the agent; returns who stopped it ('' if it ran to the end)."""

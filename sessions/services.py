@@ -47,7 +47,7 @@ def session_transition(
     session: Session, target: str, *, fence: int | None = None, reason: str = ""
 ) -> None:
     """Move `session` to `target` if the table allows it (compare-and-set on the current state
-    and, for a driver, on its fencing token); records a `status` event."""
+    and, for a driver, on its fencing token); records a `state` event."""
     current = session.state
     states.check_transition(current, target)
     rows = Session.objects.filter(pk=session.pk, state=current)
@@ -60,7 +60,7 @@ def session_transition(
     payload = {"from": current, "to": target}
     if reason:
         payload["reason"] = reason
-    append_event(session.pk, "status", payload)
+    append_event(session.pk, "state", payload)
     session_state_changed.send_robust(Session, session=session, previous=current, state=target)
 
 
@@ -145,7 +145,7 @@ def session_stop(*, session: Session, user) -> bool:
     if session.state not in states.ACTIVE and session.state != State.QUEUED:
         return False
     get_redis().set(STOP_KEY.format(session.pk), user.get_username(), ex=3600)
-    append_event(session.pk, "status", {"stop_requested_by": user.get_username()})
+    append_event(session.pk, "stop_requested", {"by": user.get_username()})
     return True
 
 

@@ -1,5 +1,5 @@
-"""The web terminal: `ws/sessions/<id>/terminal/`, a shell on a PTY inside the session's live
-sandbox, shared by everyone watching.
+"""The web terminal: a shell on a PTY inside the session's live sandbox, shared by everyone
+watching (`ws/sessions/<id>/terminal/`).
 
 Every member of the session's repository who connects sees the same terminal (one shell per
 session per web process, with the last SCROLLBACK bytes replayed to a late joiner); only members
@@ -9,28 +9,8 @@ closes after TERMINAL_IDLE_SECONDS without input, when its last viewer leaves, o
 exits. When it closes, or when a typist asks (`commit`), files changed by hand are committed in
 the sandbox as the person who typed, and the session's diff, with its snapshot, follows them.
 
-Wire format
------------
-client -> server, JSON text frames:
-``{"type": "input", "data": "ls\\r"}``        keystrokes (typists only)
-``{"type": "resize", "cols": 120, "rows": 40}``  (typists only; the last resize wins)
-``{"type": "commit"}``                      record hand edits in the diff now (typists only)
-
-server -> client:
-binary frames   the terminal's output bytes, verbatim. The page hands them to xterm.js, which
-                interprets escape sequences on its own canvas; output is never put into the
-                page as HTML, so nothing the sandbox prints can inject markup or script.
-``{"type": "hello", "can_type": bool, "cols": n, "rows": n}``
-``{"type": "error", "code": 4403, "message": "..."}``  (e.g. a viewer tried to type)
-``{"type": "role", "can_type": bool, "message": "..."}``  the user's role changed while connected
-``{"type": "recorded", "files": n, "commit": "..."}``   hand edits went into the diff
-``{"type": "closed", "reason": "..."}``  then the socket closes
-
-Close codes: 4401 not logged in; 4403 no such session or not a member (the same for both), or
-no longer a member (membership and role are re-checked while connected: sessions.live_access);
-4404 no running sandbox (a viewer's terminal does not restore a reaped sandbox; an engineer's
-does, from the session's own snapshot); 4408 closed for idleness;
-1000 the shell exited.
+Its websocket, wire format and close codes are sessions.stream.terminal_socket's; a viewer here
+is one such connection (`push` output to it, `end` it).
 
 A note on several web processes: the shell lives in the process its first viewer reached;
 viewers served by another daphne process get a shell of their own in the same sandbox.
@@ -40,36 +20,40 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
-import json
 import logging
 import threading
 import time
+from typing import Protocol
 
 from channels.db import database_sync_to_async
-from channels.generic.websocket import AsyncWebsocketConsumer
 from django.conf import settings
-from django.contrib.auth.models import AnonymousUser
-from django.http import Http404
 from django.utils import timezone
 
-from inspect_web import access, roles
-from sessions import live_access
+from approvals.audit import record
+from sessions.events import append_events, diff_attribution
+from sessions.lease import DriverLease
 from sessions.models import Session
-from snapshots.sandbox import Pty, Sandbox, SandboxError, SandboxGone
+from sessions.pulls import publish_changes
+from sessions.runner import _author
+from sessions.workspace_git import commit_turn, diff_against, paths_changed_by
+from snapshots.backends import sandbox_backend
+from snapshots.restore import NoSnapshot, restore_sandbox
+from snapshots.sandbox import Limits, Pty, Sandbox, SandboxError, SandboxGone
 
 log = logging.getLogger(__name__)
 
-NOT_LOGGED_IN, FORBIDDEN, NO_SANDBOX, IDLE = 4401, 4403, 4404, 4408
+IDLE = 4408  # the close code of a terminal closed for idleness
 SCROLLBACK = 64 * 1024
-MAX_INPUT = 16 * 1024  # characters per input frame (a paste)
 TOUCH_SECONDS = 30.0  # how often typing marks the session active (the idle reaper reads it)
-# Input re-reads the typist's role when its last check is older than this (besides the
-# re-checks sessions.live_access makes at once on a change and on its heartbeat).
-INPUT_RECHECK_SECONDS = 1.0
-CANNOT_TYPE = "You can watch this terminal; typing needs the engineer role on this repository."
 SHELL = ("/bin/bash", "-i")
-# Typing is what an engineer does to a session: the role check of prompting it.
-TYPE_PERMISSION = roles.PROMPT_SESSION
+
+
+class Viewer(Protocol):
+    """A connection watching a terminal (sessions.stream.terminal_socket)."""
+
+    def push(self, chunk: bytes) -> None: ...
+
+    async def end(self, reason: str, code: int) -> None: ...
 
 
 def idle_seconds() -> float:
@@ -85,11 +69,6 @@ def record_hand_edits(session_id: int, typists: list) -> dict:
     session's pull request. Returns {"files", "commit"}
     ({} when nothing changed). Raises SandboxError; a running turn takes precedence (its own
     commit then carries the edits) and this returns {"busy": True}."""
-    from sessions.events import append_events, diff_attribution
-    from sessions.lease import DriverLease
-    from sessions.runner import _author
-    from sessions.workspace_git import commit_turn, diff_against, paths_changed_by
-
     lease = DriverLease(session_id)
     if not lease.acquire():
         return {"busy": True}
@@ -146,8 +125,6 @@ def record_hand_edits(session_id: int, typists: list) -> dict:
             updated_at=timezone.now(),
         )
         # The hand edits go to the pull request too, so a merge never leaves them behind.
-        from sessions.pulls import publish_changes
-
         publish_changes(session, sandbox, fence=lease.fence)
         return {"files": len(files), "commit": commit}
     finally:
@@ -155,8 +132,6 @@ def record_hand_edits(session_id: int, typists: list) -> dict:
 
 
 def _attach(session: Session) -> Sandbox:
-    from snapshots.backends import sandbox_backend
-
     if not session.sandbox_id:
         raise SandboxGone("-", "the session has no running sandbox")
     return sandbox_backend(session.sandbox_backend or None).attach(session.sandbox_id)
@@ -172,7 +147,7 @@ class SharedTerminal:
         self.session_id = session_id
         self.pty = pty
         self.cols, self.rows = cols, rows
-        self.viewers: set[TerminalConsumer] = set()
+        self.viewers: set[Viewer] = set()
         self.scrollback = bytearray()
         self.last_input = time.monotonic()
         self.last_touch = 0.0
@@ -267,9 +242,6 @@ _opening: dict[int, asyncio.Lock] = {}
 
 def _record_input(session_id: int, user, lines: list[str], *, partial: bool = False) -> None:
     """Audit typed lines and show them in the session log; also marks the session active."""
-    from approvals.audit import record
-    from sessions.events import append_events
-
     Session.objects.filter(pk=session_id).update(updated_at=timezone.now())
     if not lines:
         return
@@ -292,12 +264,6 @@ def _record_input(session_id: int, user, lines: list[str], *, partial: bool = Fa
 def wake_sandbox(session_id: int, user) -> Sandbox:
     """Restore a session's reaped sandbox from its own snapshot (as its next turn would), so
     that someone can work in it by hand. Raises SandboxError saying why it cannot."""
-    from approvals.audit import record
-    from sessions.lease import DriverLease
-    from snapshots.backends import sandbox_backend
-    from snapshots.restore import NoSnapshot, restore_sandbox
-    from snapshots.sandbox import Limits
-
     lease = DriverLease(session_id)
     if not lease.acquire():
         raise SandboxError("a turn is starting in this session; open the terminal again shortly")
@@ -360,172 +326,3 @@ async def shared_terminal(
             terminal = SharedTerminal(session_id, pty, cols, rows)
             _terminals[session_id] = terminal
         return terminal
-
-
-# -- the websocket ------------------------------------------------------------------------------
-
-
-def _membership(user, session_id: int) -> tuple[bool, bool] | None:
-    """(visible, may type) or None when the user may not see the session."""
-    try:
-        session = access.get_visible_or_404(
-            user, Session.objects.select_related("repository"), pk=session_id
-        )
-    except Http404:
-        return None
-    return True, access.has_repo_permission(user, session.repository, TYPE_PERMISSION)
-
-
-def _current_membership(user_id: int, session_id: int) -> tuple[bool, bool] | None:
-    """`_membership` of the user as the database has them now (None once deactivated)."""
-    user = live_access.current_user(user_id)
-    return _membership(user, session_id) if user is not None else None
-
-
-def _size(value, default: int, low: int, high: int) -> int:
-    try:
-        return max(low, min(high, int(value)))
-    except (TypeError, ValueError):
-        return default
-
-
-class TerminalConsumer(live_access.AccessWatch, AsyncWebsocketConsumer):
-    terminal: SharedTerminal | None = None
-    role_checked_at = 0.0
-
-    async def connect(self) -> None:
-        self.session_id = int(self.scope["url_route"]["kwargs"]["session_id"])
-        self.terminal = None
-        self._ended = False
-        self.user = self.scope.get("user") or AnonymousUser()
-        if not self.user.is_authenticated:
-            return await self.refuse(NOT_LOGGED_IN, "Log in to use the terminal.")
-        found = await database_sync_to_async(_membership)(self.user, self.session_id)
-        if found is None:
-            return await self.refuse(
-                FORBIDDEN,
-                "This session does not exist or you are not a member of its repository.",
-            )
-        self.can_type = found[1]
-        self.role_checked_at = time.monotonic()
-        try:
-            self.terminal = await shared_terminal(self.session_id, self.user, self.can_type)
-        except SandboxGone:
-            return await self.refuse(
-                NO_SANDBOX,
-                "The session's sandbox is not running; an engineer opening the terminal (or the "
-                "next prompt) starts it again.",
-            )
-        except SandboxError as exc:
-            return await self.refuse(NO_SANDBOX, f"The terminal could not start: {exc}")
-        await self.accept()
-        self.terminal.viewers.add(self)
-        await self.watch_access(self.user.pk, self._still_member, self._revoked)
-        await self.send_json(
-            {
-                "type": "hello",
-                "can_type": self.can_type,
-                "cols": self.terminal.cols,
-                "rows": self.terminal.rows,
-            }
-        )
-        if self.terminal.scrollback:
-            await self.send(bytes_data=bytes(self.terminal.scrollback))
-
-    # Access, re-checked while connected (sessions.live_access): a member removed is closed;
-    # one whose role no longer allows typing keeps watching and types no more.
-
-    def _still_member(self) -> bool:
-        found = _current_membership(self.user.pk, self.session_id)
-        self._fresh_can_type = bool(found and found[1])
-        return found is not None
-
-    async def recheck_access(self) -> bool:
-        self._fresh_can_type = self.can_type  # unchanged if the check could not run
-        allowed = await super().recheck_access()
-        self.role_checked_at = time.monotonic()
-        if allowed and self._fresh_can_type != self.can_type:
-            self.can_type = self._fresh_can_type
-            message = "You can type in this terminal." if self.can_type else CANNOT_TYPE
-            await self.send_json({"type": "role", "can_type": self.can_type, "message": message})
-        return allowed
-
-    async def _revoked(self) -> None:
-        self.can_type = False
-        if self.terminal is not None:
-            self.terminal.viewers.discard(self)  # no more of its output
-        await self.send_json(
-            {
-                "type": "error",
-                "code": FORBIDDEN,
-                "message": "You are no longer a member of this session's repository.",
-            }
-        )
-        await self.end("access revoked", FORBIDDEN)
-
-    async def refuse(self, code: int, message: str) -> None:
-        await self.accept()
-        await self.send_json({"type": "error", "code": code, "message": message})
-        await self.close(code=code)
-
-    async def send_json(self, message: dict) -> None:
-        await self.send(text_data=json.dumps(message))
-
-    def push(self, chunk: bytes) -> None:
-        asyncio.ensure_future(self._push(chunk))
-
-    async def _push(self, chunk: bytes) -> None:
-        with contextlib.suppress(Exception):  # the socket closed meanwhile
-            await self.send(bytes_data=chunk)
-
-    async def end(self, reason: str, code: int) -> None:
-        if self._ended:
-            return
-        self._ended = True
-        with contextlib.suppress(Exception):
-            await self.send_json({"type": "closed", "reason": reason})
-            await self.close(code=code)
-
-    async def receive(self, text_data: str | None = None, bytes_data: bytes | None = None):
-        terminal = self.terminal
-        if terminal is None or terminal.closed:
-            return
-        try:
-            message = json.loads(text_data or "")
-            kind = message["type"]
-        except (ValueError, KeyError, TypeError):
-            return await self.send_json(
-                {"type": "error", "code": 4400, "message": "Frames are JSON with a `type`."}
-            )
-        if kind not in {"input", "resize", "commit"}:
-            return
-        stale = time.monotonic() - self.role_checked_at > INPUT_RECHECK_SECONDS
-        if self.can_type and stale and not await self.recheck_access():
-            return
-        if not self.can_type:
-            return await self.send_json(
-                {"type": "error", "code": FORBIDDEN, "message": CANNOT_TYPE}
-            )
-        if kind == "input":
-            data = message.get("data")
-            if isinstance(data, str) and data:
-                await terminal.type(self.user, data[:MAX_INPUT])
-        elif kind == "resize":
-            cols = _size(message.get("cols"), terminal.cols, 10, 500)
-            rows = _size(message.get("rows"), terminal.rows, 4, 200)
-            await terminal.resize(cols, rows)
-        else:
-            try:
-                outcome = await terminal.record_edits()
-            except SandboxError as exc:
-                return await self.send_json({"type": "error", "code": 4500, "message": str(exc)})
-            await self.send_json({"type": "recorded", **outcome})
-
-    async def disconnect(self, code: int) -> None:
-        await self.unwatch_access()
-        terminal = self.terminal
-        if terminal is None:
-            return
-        terminal.viewers.discard(self)
-        if not terminal.viewers and not terminal.closed:
-            await terminal.close("its last viewer left")

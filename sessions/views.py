@@ -9,7 +9,6 @@ from django.shortcuts import redirect, render
 from django.urls import reverse
 from django.utils.html import format_html
 from django.utils.safestring import mark_safe
-from django.views.decorators.csrf import csrf_exempt
 from django.views.decorators.http import require_POST
 
 from inspect_web import access, roles
@@ -237,19 +236,3 @@ def session_merge(request: HttpRequest, pk: int) -> HttpResponse:
             request, f"Merge requested (approval #{approval.pk}); a reviewer decides in Approvals."
         )
     return redirect(session)
-
-
-@csrf_exempt  # GitHub signs its deliveries instead (sessions.webhooks)
-@require_POST
-def github_webhook(request: HttpRequest) -> HttpResponse:
-    """GitHub's deliveries: verified, de-duplicated and applied by sessions.webhooks."""
-    from sessions.webhooks import webhook_receive
-
-    answer = webhook_receive(
-        event=request.headers.get("X-GitHub-Event", ""),
-        delivery_id=request.headers.get("X-GitHub-Delivery", ""),
-        signature=request.headers.get("X-Hub-Signature-256"),
-        body=request.body,
-        content_type=request.content_type or "",
-    )
-    return JsonResponse({"outcome": answer.outcome}, status=answer.status)

@@ -290,14 +290,14 @@ def _measure(tree: Path) -> tuple[int, int]:
 
 
 def _note_reverts(repository: Repository, mirror_dir: Path) -> None:
-    """What the fetch brought may revert a merged pull request (an escaped defect); noticing it
-    must never fail the build."""
-    from sessions.pulls import detect_local_reverts
-
-    try:
-        detect_local_reverts(repository, mirror_dir)
-    except Exception:
-        log.exception("looking for reverts in %s failed", repository.name)
+    """Tell the listeners what the fetch brought (it may revert a merged pull request, an
+    escaped defect); a listener's failure must never fail the build."""
+    answers = mirror.mirror_fetched.send_robust(
+        Repository, repository=repository, mirror_dir=mirror_dir
+    )
+    for receiver, answer in answers:
+        if isinstance(answer, Exception):
+            log.error("after fetching %s, %s failed", repository.name, receiver, exc_info=answer)
 
 
 def _recipe_authors(mirror_dir: Path, commit: str) -> list[str]:

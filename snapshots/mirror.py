@@ -9,11 +9,17 @@ from __future__ import annotations
 import os
 import shutil
 import subprocess
+from collections.abc import Callable
 from pathlib import Path
 
 from django.conf import settings
+from django.dispatch import Signal
 
 GIT_TIMEOUT = 600
+
+# A build fetched a repository's mirror (kwargs: repository, mirror_dir): what the fetch brought
+# may revert a merged pull request, which sessions notices for a local repository.
+mirror_fetched = Signal()
 
 
 class MirrorError(RuntimeError):
@@ -79,11 +85,39 @@ def _source(url: str) -> str:
     return url
 
 
+# Who supplies a repository's fetch credentials (a code host an upper layer registers: GitHub's
+# App token): `(repository_name, refresh=...)` -> git's environment, {} when not its repository.
+# MirrorError when the host refuses.
+_credentials: list[Callable[..., dict[str, str]]] = []
+
+
+def register_fetch_credentials(provider: Callable[..., dict[str, str]]) -> None:
+    if provider not in _credentials:
+        _credentials.append(provider)
+
+
+def fetch_auth_env(repository_name: str, *, refresh: bool = False) -> dict[str, str]:
+    """git credentials (as environment) for fetching `repository_name`: the first a registered
+    provider gives; none for a local repository."""
+    for provider in _credentials:
+        env = provider(repository_name, refresh=refresh)
+        if env:
+            return env
+    return {}
+
+
+def is_auth_failure(git_reason: str) -> bool:
+    """git's reason for a push or fetch the remote refused for its credentials."""
+    reason = git_reason.lower()
+    return any(
+        sign in reason
+        for sign in ("authentication failed", "could not read username", "error: 401", "error: 403")
+    )
+
+
 def _authenticated(repository_name: str, run):
     """`run(env)` with the credentials of the repository's code host (a GitHub App installation
     token; none for a local repository), retried once with a fresh token if it is refused."""
-    from sessions.codehosts import fetch_auth_env, is_auth_failure
-
     try:
         return run(fetch_auth_env(repository_name))
     except MirrorError as exc:

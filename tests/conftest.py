@@ -19,6 +19,8 @@ from django.core.management import CommandError, call_command
 def pytest_configure(config) -> None:
     # Hashing passwords at full strength costs ~0.3 s per user; tests only need it to work.
     settings.PASSWORD_HASHERS = ["django.contrib.auth.hashers.MD5PasswordHasher"]
+    # Every event a test appends must fit its kind's payload (sessions.event_kinds).
+    settings.CHECK_EVENT_PAYLOADS = True
     settings.STATIC_ROOT.mkdir(parents=True, exist_ok=True)
 
 

@@ -18,7 +18,7 @@ def session_link(session: Session) -> str:
 def pr_url(session: Session) -> str:
     """The newest pull request link an event recorded (the PR step writes `pr_url`)."""
     value = (
-        Event.objects.filter(session=session, payload__has_key="pr_url")
+        Event.objects.filter(session=session, kind="pull_request_published")
         .order_by("-seq")
         .values_list("payload__pr_url", flat=True)
         .first()

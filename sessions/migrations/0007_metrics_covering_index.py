@@ -1,6 +1,6 @@
 """The Metrics page's one statement reads the range's sessions from an index alone.
 
-`inspect_web.metrics._figures_postgresql` scans sessions by (repository, created_at) and needs
+`metrics.queries._figures_postgresql` scans sessions by (repository, created_at) and needs
 their id and per-session totals: with those INCLUDEd, PostgreSQL answers from the index
 (an index-only scan) instead of visiting half the table's pages. PostgreSQL only (INCLUDE);
 SQLite computes the figures another way. The index is not declared in Session.Meta, so that

@@ -1,6 +1,7 @@
-"""Host side of the framed protocol spoken with ``sandbox_init.py`` over a unix socket.
+"""Host side of the framed protocol spoken with the init (``sandbox_init/``) over a unix socket.
 
-Frames: 1 type byte + 4-byte big-endian length + payload (see ``sandbox_init`` for the types).
+Frames: 1 type byte + 4-byte big-endian length + payload (see ``sandbox_init/frames.py`` for
+the types).
 """
 
 from __future__ import annotations

@@ -1,7 +1,7 @@
-"""gVisor (``runsc``) runtime for the local backend.
+"""gVisor (``runsc``) runtime for the local backend, beside ``bwrap.py``.
 
 The sandbox is an OCI container run detached by ``runsc run --detach``: the same command server
-(``sandbox_init.py``) is its init, but it runs on gVisor's user-space kernel instead of the host
+(``sandbox_init/``) is its init, but it runs on gVisor's user-space kernel instead of the host
 kernel. Differences from bubblewrap, all forced by gVisor:
 
 * No fd passing into the sandbox: the init binds its control socket itself at
@@ -10,7 +10,7 @@ kernel. Differences from bubblewrap, all forced by gVisor:
 * The init is gVisor's root with ``INIT_CAPS`` only and starts every command as the workload
   uid; it installs the seccomp filter on itself first, and its socket is 0600 in a root-owned
   directory. This build allows a child subreaper only as pid 1, so a contained command's tree
-  is found by a supplementary group of its own (see ``sandbox_init.run_reaper``); it has no
+  is found by a supplementary group of its own (see ``sandbox_init.reaper.run_reaper``); it has no
   Landlock, and shows every process's ``/proc/<pid>/environ`` to every other (mode 0444), so
   ``start`` services with secrets are refused here.
 * Limits: runsc applies memory/cpu ``linux.resources`` to cgroups it creates at
@@ -36,14 +36,21 @@ import subprocess
 import threading
 import time
 from pathlib import Path
-from typing import TYPE_CHECKING, Any
+from typing import Any
 
-from snapshots.sandbox import seccomp
+from snapshots.sandbox import netns, seccomp
 from snapshots.sandbox.base import AGENT_TOOLS_MOUNT, WORKSPACE, NetworkPolicy, SandboxError
-
-if TYPE_CHECKING:
-    from snapshots.sandbox.cgroups import Cgroups
-    from snapshots.sandbox.local import LocalBackend
+from snapshots.sandbox.cgroups import Cgroups
+from snapshots.sandbox.launch import (
+    ETC_FILES,
+    ETC_WRITTEN,
+    INIT_BOOT,
+    INIT_CAPS,
+    SANDBOX_PYTHON,
+    Host,
+    init_payload,
+    proc_starttime,
+)
 
 RUNSC = "runsc"
 PLATFORM = "ptrace"
@@ -103,17 +110,15 @@ def version() -> str:
         return "unknown"
 
 
-def _state_root(backend: LocalBackend) -> Path:
-    path = backend.root / "runsc" / "state"
+def _state_root(host: Host) -> Path:
+    path = host.root / "runsc" / "state"
     path.mkdir(parents=True, exist_ok=True)
     return path
 
 
-def _rootfs(backend: LocalBackend) -> Path:
+def _rootfs(host: Host) -> Path:
     """A tiny read-only root: mount points, /etc essentials and the /usr-merge symlinks."""
-    from snapshots.sandbox.local import ETC_FILES
-
-    rootfs = backend.root / "runsc" / "rootfs"
+    rootfs = host.root / "runsc" / "rootfs"
     if (rootfs / ".ready-3").exists():
         return rootfs
     rootfs.mkdir(parents=True, exist_ok=True)
@@ -142,8 +147,8 @@ def _rootfs(backend: LocalBackend) -> Path:
         src = Path("/etc") / name
         if src.exists():
             subprocess.run(["cp", "-a", str(src), str(rootfs / "etc" / name)], check=False)
-    for name in ("passwd", "group", "hostname", "hosts", "resolv.conf"):
-        shutil.copy(backend._etc / name, rootfs / "etc" / name)
+    for name in ETC_WRITTEN:
+        shutil.copy(host.etc_dir / name, rootfs / "etc" / name)
     # Explicit modes: platform processes run under umask 077; the sandbox user walks these.
     for path in [rootfs, *rootfs.rglob("*")]:
         if path.is_dir() and not path.is_symlink():
@@ -154,19 +159,17 @@ def _rootfs(backend: LocalBackend) -> Path:
 
 
 def _spec(
-    backend: LocalBackend,
+    host: Host,
     state: dict[str, Any],
     network: NetworkPolicy,
     run_dir: Path,
 ) -> dict[str, Any]:
-    from snapshots.sandbox.local import INIT_BOOT, INIT_CAPS, SANDBOX_PYTHON
-
     limits = state["limits"]
     resources: dict[str, Any] = {}
     if limits.get("memory_mb"):
         resources["memory"] = {"limit": int(limits["memory_mb"]) * 1024 * 1024}
     # No host pids limit: the sentry's Go threads would count against it and the whole
-    # sandbox would die. Limits.pids becomes RLIMIT_NPROC inside (see local._spawn), which
+    # sandbox would die. Limits.pids becomes RLIMIT_NPROC inside (see LocalBackend._spawn), which
     # gVisor counts per sandbox because its uids are its own.
     if limits.get("cpus"):
         resources["cpu"] = {"quota": int(limits["cpus"] * 100_000), "period": 100_000}
@@ -210,7 +213,7 @@ def _spec(
             "options": ["rbind", "rw"],
         },
     ]
-    tools = backend.tools_mount()
+    tools = host.tools_mount()
     if tools is not None:
         mounts.append(
             {"destination": AGENT_TOOLS_MOUNT, "type": "bind", "source": str(tools),
@@ -244,7 +247,7 @@ def _spec(
         "ociVersion": "1.0.0",
         "process": {
             # The init is gVisor's root with INIT_CAPS only; it starts every command as the
-            # workload uid (backend.uid), which then holds no capability at all.
+            # workload uid (the backend's uid), which then holds no capability at all.
             "user": {"uid": 0, "gid": 0},
             "args": [SANDBOX_PYTHON, "-I", "-S", "-c", INIT_BOOT],
             "env": ["PATH=/usr/bin:/bin", "HOME=/tmp"],
@@ -258,7 +261,7 @@ def _spec(
             },
             "noNewPrivileges": True,
         },
-        "root": {"path": str(_rootfs(backend)), "readonly": True},
+        "root": {"path": str(_rootfs(host)), "readonly": True},
         "hostname": "sandbox",
         "mounts": mounts,
         "linux": {
@@ -270,16 +273,13 @@ def _spec(
 
 
 def spawn(
-    backend: LocalBackend,
+    host: Host,
     sdir: Path,
     state: dict[str, Any],
     network: NetworkPolicy,
     config: dict[str, Any],
     cg: Cgroups | None,
 ) -> None:
-    from snapshots.sandbox import netns
-    from snapshots.sandbox.local import _proc_starttime, init_payload
-
     # Network: gVisor joins the spec's network namespace whatever --network says, so "host"
     # here means the sandbox's own namespace, not this machine's. ``open`` uses it (gVisor's
     # sockets go to the tap of slirp4netns, whose host side the egress table confines);
@@ -291,11 +291,11 @@ def spawn(
             holder = netns.hold_netns()
         except RuntimeError as exc:
             raise SandboxError(f"sandbox {state['id']}: {exc}") from None
-        backend._procs[state["id"] + ":netns"] = holder
-        state["netns_pid"], state["netns_start"] = holder.pid, _proc_starttime(holder.pid)
+        host.procs[state["id"] + ":netns"] = holder
+        state["netns_pid"], state["netns_start"] = holder.pid, proc_starttime(holder.pid)
         state["netns_path"] = f"/proc/{holder.pid}/ns/net"
-        backend._start_nat(sdir, state, netns_path=state["netns_path"])
-    run_dir = backend.mount_base / f"{state['id']}.run"
+        host.start_nat(sdir, state, netns_path=state["netns_path"])
+    run_dir = host.mount_base / f"{state['id']}.run"
     # Root's (the init's, inside): the workload can neither replace nor reach the init's
     # socket there (the init makes it 0600).
     os.chown(run_dir, 0, 0)
@@ -305,13 +305,13 @@ def spawn(
     config["seccomp"] = base64.b64encode(seccomp.build_filter()).decode()
     bundle = sdir / "bundle"
     bundle.mkdir()
-    (bundle / "config.json").write_text(json.dumps(_spec(backend, state, network, run_dir)))
+    (bundle / "config.json").write_text(json.dumps(_spec(host, state, network, run_dir)))
     config["listen_path"] = "/run/inspect/ctl.sock"
     ctl = run_dir / "ctl.sock"
     state["ctl"] = str(ctl)
     argv = [
         RUNSC,
-        f"--root={_state_root(backend)}",
+        f"--root={_state_root(host)}",
         f"--platform={PLATFORM}",
         f"--network={'host' if network.mode == 'open' else 'none'}",
         "--host-uds=all",
@@ -348,10 +348,8 @@ def spawn(
                 "the gVisor sandbox started but its command server never came up (see init.log)"
             )
         time.sleep(0.002)
-    from snapshots.sandbox.local import _proc_starttime
-
     state["init_pid"] = pid
-    state["init_start"] = _proc_starttime(pid)
+    state["init_start"] = proc_starttime(pid)
     state["cgroups"] = {
         ctl_name: f"/sys/fs/cgroup/{ctl_name}/inspect-sandboxes/{state['id']}"
         for ctl_name in ("memory", "pids")
@@ -359,10 +357,10 @@ def spawn(
     }
 
 
-def destroy(backend: LocalBackend, sandbox_id: str, state: dict[str, Any]) -> None:
+def destroy(host: Host, sandbox_id: str, state: dict[str, Any]) -> None:
     """Release runsc's own bookkeeping. The caller has already SIGKILLed the sandbox process;
     ``runsc delete`` then still takes ~1.5 s polling for it, so it runs in the background."""
-    root = backend.root / "runsc" / "state"
+    root = host.root / "runsc" / "state"
     if not root.is_dir():
         return
     with contextlib.suppress(OSError):

@@ -95,7 +95,8 @@ SYSCALLS = {
 
 def landlock_abi() -> int:
     """The kernel's Landlock ABI version (0 without Landlock): the local backend gives every
-    command given secrets a Landlock domain of its own (see sandbox_init.enter_own_domain)."""
+    command given secrets a Landlock domain of its own (see
+    sandbox_init.confine.enter_own_domain)."""
     import ctypes
 
     libc = ctypes.CDLL(None, use_errno=True)

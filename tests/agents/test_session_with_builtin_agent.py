@@ -155,10 +155,9 @@ def test_the_builtin_agent_starts_during_the_drift_sync_and_edits_the_synced_wor
     assert code == 0, err
     assert summary["state"] == "idle"
     events = list(Event.objects.filter(session_id=summary["id"]).order_by("seq"))
-    statuses = [e.payload for e in events if e.kind == "status"]
-    moves = [p["to"] for p in statuses if "to" in p]
+    moves = [e.payload["to"] for e in events if e.kind == "state"]
     assert moves[:3] == ["provisioning", "syncing", "running"]
-    synced = next(e for e in events if e.kind == "status" and e.payload.get("synced"))
+    synced = next(e for e in events if e.kind == "workspace_synced")
     assert synced.payload["drift"]["commits"] == 1
     edit = next(
         e.payload for e in events if e.kind == "tool_result" and e.payload["name"] == "edit_file"

@@ -8,14 +8,19 @@ def line(kind: str, payload: dict, base_url: str = "http://inspect.test") -> str
 
 
 def test_state_changes_and_the_pull_request_link_are_shown():
-    assert line("status", {"from": "verifying", "to": "idle"}).endswith("state verifying → idle")
-    opened = line("status", {"pull_request": 1, "pr_url": "/sessions/3/#pull-request",
-                             "opened": True})  # fmt: skip
+    assert line("state", {"from": "verifying", "to": "idle"}).endswith("state verifying → idle")
+    assert line("stop_requested", {"by": "ada"}).endswith("stop requested by ada")
+    opened = line("pull_request_published", {"pull_request": 1, "opened": True,
+                                             "pr_url": "/sessions/3/#pull-request"})  # fmt: skip
     assert opened.endswith("pull request opened: http://inspect.test/sessions/3/#pull-request")
-    updated = line("status", {"pr_url": "https://github.example/o/r/pull/9", "opened": False})
+    updated = line(
+        "pull_request_published", {"pr_url": "https://github.example/o/r/pull/9", "opened": False}
+    )
     assert updated.endswith("pull request updated: https://github.example/o/r/pull/9")
-    assert line("status", {"pull_request": 1, "merged": True}).endswith("pull request merged")
-    assert line("status", {"heartbeat": 1}) is None
+    merged = line("pull_request_merged", {"pull_request": 1, "sha": "abc"})
+    assert merged.endswith("pull request merged")
+    assert line("turn_finished", {"turn": 1, "timings": {}}) is None
+    assert line("heartbeat", {"n": 1}) is None
 
 
 def test_screenshots_link_to_the_image_and_terminal_input_names_the_typist():

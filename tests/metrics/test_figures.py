@@ -6,7 +6,7 @@ from datetime import date
 
 import pytest
 
-from inspect_web.metrics import metrics_report, percentile_cont
+from metrics.queries import metrics_report, percentile_cont
 from tests.metrics.conftest import NOW
 
 pytestmark = pytest.mark.django_db
@@ -121,7 +121,7 @@ def test_the_portable_computation_gives_exactly_what_the_postgresql_statement_do
 
     from django.db import connection
 
-    from inspect_web.metrics import SUM_FIELDS, _figures_portable, _figures_postgresql
+    from metrics.queries import SUM_FIELDS, _figures_portable, _figures_postgresql
 
     if connection.vendor != "postgresql":
         # On SQLite the other tests check the portable path against the hand-computed values.

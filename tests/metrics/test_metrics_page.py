@@ -88,7 +88,7 @@ def test_the_page_needs_a_login(client):
 
 
 def test_the_page_runs_as_many_queries_for_ten_times_the_data(client, team):
-    from inspect_web.metrics_cli import seed_metrics_data
+    from metrics.seed import seed_metrics_data
     from snapshots.models import Membership, Repository, Role
 
     def queries_for(prefix: str, sessions: int, repositories: int) -> tuple[int, str]:

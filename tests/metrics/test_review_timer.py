@@ -7,7 +7,7 @@ from datetime import timedelta
 import pytest
 from django.urls import reverse
 
-from inspect_web.metrics import REVIEW_PING_CAP, review_time_record
+from metrics.review_time import REVIEW_PING_CAP, review_time_record
 from sessions.models import ReviewEvent
 from tests.metrics.conftest import NOW
 

@@ -78,7 +78,9 @@ def test_a_backend_without_a_door_into_its_sandboxes_says_so(live_session, team,
     from snapshots.sandbox.base import Sandbox
 
     monkeypatch.setattr(
-        "snapshots.sandbox.local.LocalSandbox.connect_port", Sandbox.connect_port, raising=True
+        "snapshots.sandbox.local_sandbox.LocalSandbox.connect_port",
+        Sandbox.connect_port,
+        raising=True,
     )
     response = client_of(team.engineer).get(f"/sessions/{live_session.pk}/preview/")
     assert response.status_code == 502

@@ -141,7 +141,7 @@ async def test_an_open_socket_and_the_link_end_with_the_sandbox(ws_session, cook
      (1011, 4502), (2999, 4502)],
 )  # fmt: skip
 def test_the_viewer_is_closed_with_a_code_daphne_can_send(upstream, viewer):
-    from sessions.preview_socket import viewer_close_code
+    from sessions.stream.preview_socket import viewer_close_code
 
     assert viewer_close_code(upstream) == viewer
 

@@ -43,7 +43,7 @@ def test_a_rejected_merge_then_an_approved_one_are_two_review_rounds(
     pull_request.refresh_from_db()
     assert pull_request.first_review_at == first_review
     assert pull_request.review_rounds == 2  # two head commits were reviewed
-    said = Event.objects.filter(session_id=pull_request.session_id, payload__has_key="review")
+    said = Event.objects.filter(session_id=pull_request.session_id, kind="review")
     assert [e.payload["message"] for e in said.order_by("seq")] == [
         "reviewer reviewed in the dashboard: changes requested",
         "reviewer reviewed in the dashboard: approved",

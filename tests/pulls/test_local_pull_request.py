@@ -39,7 +39,7 @@ def test_a_turn_opens_one_pull_request_and_later_turns_push_to_its_branch(
     assert upstream.git("rev-parse", pr.branch).strip() == pr.head_sha
     assert "## Task\n\nadd a greeting\n\nThen:\n\n- more, please\n" in pr.body
     opened = [e.payload["opened"] for e in Event.objects.filter(session_id=pr.session_id,
-              kind="status", payload__has_key="pull_request")]  # fmt: skip
+              kind="pull_request_published")]  # fmt: skip
     assert opened == [True, False]
     assert AuditEntry.objects.filter(action="pull_request.open").count() == 1
 
@@ -159,7 +159,7 @@ def test_a_branch_taken_on_the_remote_is_left_alone_and_another_name_used(
     assert pr.branch == "inspect/taken-2"
     assert upstream.git("rev-parse", "inspect/taken").strip() == foreign
     assert upstream.git("rev-parse", "inspect/taken-2").strip() == pr.head_sha
-    notes = Event.objects.filter(session_id=pr.session_id, kind="status", payload__phase="publish")
+    notes = Event.objects.filter(session_id=pr.session_id, kind="publish_note")
     assert notes.get().payload["message"] == (
         f"inspect/taken already exists on the remote with commits this session did not make "
         f"(at {foreign[:12]}); nothing was overwritten; pushing to inspect/taken-2 instead"

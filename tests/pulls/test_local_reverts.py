@@ -37,13 +37,16 @@ def test_a_reverted_merge_is_an_escaped_defect_once(merged, ready_repo):
     call_command("inspect", "snapshot", "refresh", "widgets", "--json")
     merged.refresh_from_db()
     assert merged.revert_sha == revert and merged.reverted_at is not None
-    said = Event.objects.filter(session_id=merged.session_id, payload__reverted=True)
+    said = Event.objects.filter(session_id=merged.session_id, kind="pull_request_reverted")
     assert [e.payload["message"] for e in said] == [
         f"{merged.branch} was reverted on main by {revert[:12]}"
     ]
 
     call_command("inspect", "snapshot", "refresh", "widgets", "--json")  # seen once only
-    assert Event.objects.filter(session_id=merged.session_id, payload__reverted=True).count() == 1
+    assert (
+        Event.objects.filter(session_id=merged.session_id, kind="pull_request_reverted").count()
+        == 1
+    )
 
 
 def test_an_unrelated_commit_is_not_a_revert(merged, ready_repo):

@@ -6,8 +6,10 @@ from __future__ import annotations
 
 import pytest
 
-from snapshots.sandbox import modal_backend as mb
-from snapshots.sandbox.modal_backend import ModalBackend, ModalSandbox, ModalSDK
+from snapshots.sandbox import modal_sandbox
+from snapshots.sandbox.modal_backend import ModalBackend
+from snapshots.sandbox.modal_sandbox import ModalSandbox
+from snapshots.sandbox.modal_sdk import ModalSDK
 from tests.sandbox_modal.fake_modal import FakeModal
 
 
@@ -42,5 +44,5 @@ def sandbox(backend: ModalBackend) -> ModalSandbox:
 @pytest.fixture
 def short_grace(monkeypatch: pytest.MonkeyPatch) -> float:
     """Make the wait for streams held open by background children short."""
-    monkeypatch.setattr(mb, "STREAM_GRACE_S", 0.2)
+    monkeypatch.setattr(modal_sandbox, "STREAM_GRACE_S", 0.2)
     return 0.2

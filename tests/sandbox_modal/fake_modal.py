@@ -1,10 +1,11 @@
-"""A stand-in for the ``modal`` package that :class:`ModalSDK` is given in tests.
+"""A stand-in for the ``modal`` package that ``modal_sdk.ModalSDK`` is given in tests.
 
 It records every SDK call and attribute read the adapter makes, and checks each one against the
-installed SDK as it happens (``sdk_contract``), so a test passing against the fake also proves
-the real SDK would have accepted the calls. Behaviour is just enough for the backend: sandboxes
-with an in-memory filesystem (files, directories, symlinks; ``realpath -m`` emulated), images that
-carry a copy of it, and processes whose output tests script through ``on_exec``.
+installed SDK as it happens (``recorder.py``, ``sdk_contract``), so a test passing against the
+fake also proves the real SDK would have accepted the calls. Behaviour is just enough for the
+backend: sandboxes with an in-memory filesystem (files, directories, symlinks; ``realpath -m``
+emulated), images that carry a copy of it, and processes (``fake_process.py``) whose output
+tests script through ``on_exec``.
 
 Errors are the real ``modal.exception`` classes, so the adapter's translation is exercised too.
 """
@@ -13,10 +14,8 @@ from __future__ import annotations
 
 import itertools
 import posixpath
-import queue
-import threading
-from collections.abc import Callable, Iterable, Iterator
-from dataclasses import dataclass, field
+from collections.abc import Callable, Iterator
+from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
@@ -24,48 +23,15 @@ import modal.exception
 from modal.types import FileInfo as ModalFileInfo
 from modal.types import FileType
 
-from snapshots.sandbox import modal_backend as mb
-from tests.sandbox_modal.sdk_contract import check_attribute, check_call
+from snapshots.sandbox import modal_sandbox as ms
+from tests.sandbox_modal.fake_process import FakeProcess
+from tests.sandbox_modal.recorder import Call, Recorder
 
 _ids = itertools.count(1)
 
 
 def _new_id(prefix: str) -> str:
     return f"{prefix}-fake{next(_ids):06d}"
-
-
-@dataclass
-class Call:
-    target: str
-    args: tuple = ()
-    kwargs: dict = field(default_factory=dict)
-
-
-class Recorder:
-    def __init__(self) -> None:
-        self.calls: list[Call] = []
-        self.attributes: set[str] = set()
-        self._lock = threading.Lock()
-
-    def call(self, target: str, *args: Any, **kwargs: Any) -> dict[str, Any]:
-        """Check and record a call; return its arguments by name, defaults applied."""
-        bound = check_call(target, args, kwargs)
-        with self._lock:
-            self.calls.append(Call(target, args, kwargs))
-        return dict(bound.arguments)
-
-    def attribute(self, target: str) -> None:
-        check_attribute(target)
-        with self._lock:
-            self.attributes.add(target)
-
-    def named(self, target: str) -> list[Call]:
-        return [c for c in self.calls if c.target == target]
-
-    def last(self, target: str) -> Call:
-        found = self.named(target)
-        assert found, f"no {target} call recorded; calls: {[c.target for c in self.calls]}"
-        return found[-1]
 
 
 # --------------------------------------------------------------------------------------------
@@ -77,7 +43,7 @@ class FakeFS:
     def __init__(self) -> None:
         self.files: dict[str, bytes] = {}
         self.modes: dict[str, int] = {}
-        self.dirs: set[str] = {"/", "/tmp", mb.WORKSPACE}
+        self.dirs: set[str] = {"/", "/tmp", ms.WORKSPACE}
         self.symlinks: dict[str, str] = {}
 
     def copy(self) -> FakeFS:
@@ -166,121 +132,6 @@ class FakeFS:
 
 
 # --------------------------------------------------------------------------------------------
-# Processes
-# --------------------------------------------------------------------------------------------
-
-_END = object()
-
-
-class FakeStream:
-    """An output stream. Items: ``str``/``bytes`` to yield, a ``threading.Event`` to wait for,
-    an exception to raise. Canned streams end after their items; ``open=True`` ones on end()."""
-
-    def __init__(self, recorder: Recorder, items: Iterable[Any] = (), *, open: bool = False):
-        self._recorder = recorder
-        self._queue: queue.Queue[Any] = queue.Queue()
-        for item in items:
-            self._queue.put(item)
-        if not open:
-            self._queue.put(_END)
-
-    def feed(self, item: Any) -> None:
-        self._queue.put(item)
-
-    def end(self) -> None:
-        self._queue.put(_END)
-
-    def __iter__(self) -> Iterator[Any]:
-        self._recorder.call("StreamReader.__iter__")
-        while True:
-            item = self._queue.get(timeout=10)
-            if item is _END:
-                self._queue.put(_END)  # a second reader sees the end too
-                return
-            if isinstance(item, threading.Event):
-                assert item.wait(10), "test gate never opened"
-                continue
-            if isinstance(item, BaseException):
-                raise item
-            yield item
-
-
-class FakeStdin:
-    def __init__(self, process: FakeProcess) -> None:
-        self._process = process
-        self.written = bytearray()
-
-    def write(self, *args: Any, **kwargs: Any) -> None:
-        data = bytes(self._process.recorder.call("StreamWriter.write", *args, **kwargs)["data"])
-        self.written += data
-        if self._process.on_stdin:
-            self._process.on_stdin(self._process, data)
-
-    def drain(self, *args: Any, **kwargs: Any) -> None:
-        self._process.recorder.call("StreamWriter.drain", *args, **kwargs)
-
-
-class FakeProcess:
-    """A process. ``returncode=-1`` plays Modal's timed-out exec; ``exit_gate`` delays exit."""
-
-    def __init__(
-        self,
-        stdout: Iterable[Any] = (),
-        stderr: Iterable[Any] = (),
-        *,
-        returncode: int = 0,
-        exit_gate: threading.Event | None = None,
-        open_streams: bool = False,
-        on_stdin: Callable[[FakeProcess, bytes], None] | None = None,
-    ) -> None:
-        self._stdout_items, self._stderr_items = list(stdout), list(stderr)
-        self._open = open_streams
-        self.returncode = returncode
-        self.exit_gate = exit_gate
-        self.on_stdin = on_stdin
-        self.killed = threading.Event()
-        self.recorder: Recorder
-        self.argv: tuple[str, ...] = ()
-        self.kwargs: dict = {}
-
-    def start(self, recorder: Recorder, argv: tuple[str, ...], kwargs: dict) -> FakeProcess:
-        self.recorder, self.argv, self.kwargs = recorder, argv, kwargs
-        self._stdout = FakeStream(recorder, self._stdout_items, open=self._open)
-        self._stderr = FakeStream(recorder, self._stderr_items, open=self._open)
-        self._stdin = FakeStdin(self)
-        return self
-
-    @property
-    def stdout(self) -> FakeStream:
-        self.recorder.attribute("ContainerProcess.stdout")
-        return self._stdout
-
-    @property
-    def stderr(self) -> FakeStream:
-        self.recorder.attribute("ContainerProcess.stderr")
-        return self._stderr
-
-    @property
-    def stdin(self) -> FakeStdin:
-        self.recorder.attribute("ContainerProcess.stdin")
-        return self._stdin
-
-    def kill(self) -> None:
-        self.killed.set()
-        self._stdout.end()
-        self._stderr.end()
-
-    def _done(self) -> bool:
-        return self.killed.is_set() or self.exit_gate is None or self.exit_gate.is_set()
-
-    def wait(self, *args: Any, **kwargs: Any) -> int:
-        self.recorder.call("ContainerProcess.wait", *args, **kwargs)
-        while not self._done():
-            self.killed.wait(0.01)
-        return 137 if self.killed.is_set() else self.returncode
-
-
-# --------------------------------------------------------------------------------------------
 # Sandboxes, images, apps, clients
 # --------------------------------------------------------------------------------------------
 
@@ -360,14 +211,14 @@ class FakeSandbox:
         self.fake.recorder.call("Sandbox.exec", *args, **kwargs)
         self.require_running()
         role = args[3] if len(args) > 3 and args[:2] == ("/bin/sh", "-c") else None
-        if role == mb.CONTROL_NAME:
+        if role == ms.CONTROL_NAME:
             return self._control(args[2], args[4:]).start(self.fake.recorder, args, kwargs)
-        if role == mb.EXEC_WRAPPER_NAME:
-            assert args[2] == mb.EXEC_WRAPPER
+        if role == ms.EXEC_WRAPPER_NAME:
+            assert args[2] == ms.EXEC_WRAPPER
             pidfile, argv = args[4], args[5:]
             proc = self.fake.on_exec(argv, kwargs)
-        elif role == mb.PTY_WRAPPER_NAME:
-            assert args[2] == mb.PTY_WRAPPER
+        elif role == ms.PTY_WRAPPER_NAME:
+            assert args[2] == ms.PTY_WRAPPER
             pidfile, argv = args[4], args[8:]
             proc = self.fake.on_pty(argv, kwargs)
         else:
@@ -385,13 +236,13 @@ class FakeSandbox:
             mode, path = args
             self.fs.modes[path] = int(mode, 8)
             return FakeProcess()
-        if script == mb.KILL_GROUP:
+        if script == ms.KILL_GROUP:
             self.controls.append(("kill", args))
             proc = self.processes.get(args[0])
             if proc is not None:
                 proc.kill()
             return FakeProcess()
-        if script == mb.RESIZE_PTY:
+        if script == ms.RESIZE_PTY:
             self.controls.append(("resize", args))
             return FakeProcess()
         raise AssertionError(f"unknown control script: {script!r}")

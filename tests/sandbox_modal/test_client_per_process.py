@@ -6,7 +6,7 @@ import os
 
 import pytest
 
-from snapshots.sandbox import modal_backend as mb
+from snapshots.sandbox import modal_sdk
 
 
 def test_one_client_per_process_made_from_the_explicit_credentials(backend, fake_modal):
@@ -36,7 +36,7 @@ def test_a_new_process_id_gets_a_new_client_and_app(backend, fake_modal, monkeyp
     backend.create(snapshot=None)
     parent_client = fake_modal.clients[0]
 
-    monkeypatch.setattr(mb.os, "getpid", lambda: -12345)  # as after a fork
+    monkeypatch.setattr(modal_sdk.os, "getpid", lambda: -12345)  # as after a fork
     backend.create(snapshot=None)
 
     assert len(fake_modal.clients) == 2

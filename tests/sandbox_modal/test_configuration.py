@@ -11,10 +11,10 @@ import pytest
 from snapshots.sandbox import BackendUnavailable
 from snapshots.sandbox.modal_backend import (
     ModalBackend,
-    ModalSDK,
     modal_configured,
     modal_unconfigured_reason,
 )
+from snapshots.sandbox.modal_sdk import ModalSDK
 from tests.sandbox_modal.conformance import modal_backend_param
 
 TOKEN = {"MODAL_TOKEN_ID": "ak-1", "MODAL_TOKEN_SECRET": "as-1"}

@@ -12,7 +12,8 @@ from modal.sandbox._common import SandboxCreateArgs, SandboxCreateCommon
 
 from snapshots.sandbox import Limits, NetworkPolicy
 from snapshots.sandbox import modal_backend as mb
-from snapshots.sandbox.modal_backend import ModalBackend, ModalSDK
+from snapshots.sandbox.modal_backend import ModalBackend
+from snapshots.sandbox.modal_sdk import MODAL_PATH, ModalSDK
 
 
 def test_an_empty_workspace_starts_from_the_base_image(backend, fake_modal):
@@ -135,8 +136,8 @@ def test_the_image_carries_the_platforms_pinned_agent_clis_at_the_local_path(fak
     image = fake_modal.recorder.last("Sandbox.create").kwargs["image"]
     assert image.steps[0] == "debian_slim" and image.steps[-1] == "workdir /workspace"
     assert image.steps[1] == f"run_commands {commands}"
-    assert image.steps[2] == f"env {{'PATH': '{mb.MODAL_PATH}'}}"
-    assert mb.MODAL_PATH.startswith("/opt/inspect/agents/bin:")
+    assert image.steps[2] == f"env {{'PATH': '{MODAL_PATH}'}}"
+    assert MODAL_PATH.startswith("/opt/inspect/agents/bin:")
     script = "\n".join(commands)
     for runtime, cli in agent_installs.PINNED.items():
         prefix = f"/opt/inspect/agents/{runtime}/{cli.version}"

@@ -6,7 +6,7 @@ import pytest
 from modal import exception as modal_errors
 
 from snapshots.sandbox import SandboxError
-from snapshots.sandbox.modal_backend import ModalCallError, ModalNotFound, ModalSandboxFinished
+from snapshots.sandbox.modal_sdk import ModalCallError, ModalNotFound, ModalSandboxFinished
 
 
 @pytest.mark.parametrize(

@@ -5,8 +5,8 @@ from __future__ import annotations
 import threading
 
 from snapshots.sandbox import OutputLine
-from snapshots.sandbox import modal_backend as mb
-from tests.sandbox_modal.fake_modal import FakeProcess
+from snapshots.sandbox import modal_sandbox as ms
+from tests.sandbox_modal.fake_process import FakeProcess
 
 
 def test_each_stream_keeps_its_line_order(fake_modal, sandbox):
@@ -75,8 +75,8 @@ def test_modal_is_asked_for_line_buffered_text(fake_modal, sandbox):
     assert call.kwargs["text"] is True
     assert call.kwargs["bufsize"] == 1
     # A command line runs under /bin/sh -c, inside our process-group wrapper.
-    assert call.args[:4] == ("/bin/sh", "-c", mb.EXEC_WRAPPER, mb.EXEC_WRAPPER_NAME)
-    assert call.args[4].startswith(mb.CONTROL_DIR + "/")
+    assert call.args[:4] == ("/bin/sh", "-c", ms.EXEC_WRAPPER, ms.EXEC_WRAPPER_NAME)
+    assert call.args[4].startswith(ms.CONTROL_DIR + "/")
     assert call.args[5:] == ("/bin/sh", "-c", "echo hi")
 
 
@@ -118,7 +118,7 @@ def test_a_non_utf8_stream_is_reported_not_crashing(fake_modal, sandbox):
 
     result = sandbox.run("cat /bin/ls")
 
-    assert result.stdout.splitlines() == ["readable", mb._UNDECODABLE]
+    assert result.stdout.splitlines() == ["readable", ms._UNDECODABLE]
     assert result.stderr == "e\n"
 
 

@@ -7,8 +7,8 @@ import threading
 import pytest
 
 from snapshots.sandbox import Limits
-from snapshots.sandbox import modal_backend as mb
-from tests.sandbox_modal.fake_modal import FakeProcess
+from snapshots.sandbox import modal_sandbox as ms
+from tests.sandbox_modal.fake_process import FakeProcess
 
 
 def test_minus_one_from_wait_is_reported_as_a_wall_time_timeout(fake_modal, sandbox):
@@ -19,7 +19,7 @@ def test_minus_one_from_wait_is_reported_as_a_wall_time_timeout(fake_modal, sand
     assert result.timed_out is True
     assert result.limit_hit == "wall_time"
     assert not result.ok
-    assert result.exit_code == mb.SIGKILL_EXIT
+    assert result.exit_code == ms.SIGKILL_EXIT
     assert result.stdout == "working...\n"  # what it printed before the deadline is kept
 
 
@@ -29,10 +29,10 @@ def test_a_timed_out_command_has_its_process_group_killed(fake_modal, sandbox):
     sandbox.run("sleep 999 & sleep 999", timeout=1)
 
     command = next(
-        c for c in fake_modal.recorder.named("Sandbox.exec") if c.args[3] == mb.EXEC_WRAPPER_NAME
+        c for c in fake_modal.recorder.named("Sandbox.exec") if c.args[3] == ms.EXEC_WRAPPER_NAME
     )
     pidfile = command.args[4]
-    assert pidfile.startswith(mb.CONTROL_DIR + "/exec-")
+    assert pidfile.startswith(ms.CONTROL_DIR + "/exec-")
     assert fake_modal.only_sandbox().controls[-1] == ("kill", (pidfile, "KILL"))
 
 
@@ -73,7 +73,7 @@ def test_kill_stops_a_running_command_and_its_group(fake_modal, sandbox):
     handle.kill()
     result = handle.wait()
 
-    assert result.exit_code == mb.SIGKILL_EXIT
+    assert result.exit_code == ms.SIGKILL_EXIT
     assert result.timed_out is False
     assert [c[0] for c in fake_modal.only_sandbox().controls] == ["kill"]
     handle.kill()  # idempotent

@@ -2,8 +2,8 @@
 
 from __future__ import annotations
 
-from snapshots.sandbox import modal_backend as mb
-from tests.sandbox_modal.fake_modal import FakeProcess
+from snapshots.sandbox import modal_sandbox as ms
+from tests.sandbox_modal.fake_process import FakeProcess
 
 
 def echoing_shell(argv, kwargs):
@@ -22,7 +22,7 @@ def test_a_pty_is_an_exec_with_pty_true_sized_by_the_wrapper(fake_modal, sandbox
         pass
 
     call = next(
-        c for c in fake_modal.recorder.named("Sandbox.exec") if c.args[3] == mb.PTY_WRAPPER_NAME
+        c for c in fake_modal.recorder.named("Sandbox.exec") if c.args[3] == ms.PTY_WRAPPER_NAME
     )
     assert call.kwargs["pty"] is True and call.kwargs["text"] is False
     assert call.args[6:] == ("120", "40", "/bin/bash", "-i")
@@ -53,7 +53,7 @@ def test_resize_sets_the_size_of_the_programs_terminal(fake_modal, sandbox):
 
     kind, (ttyfile, cols, rows) = fake_modal.only_sandbox().controls[-1]
     assert kind == "resize" and (cols, rows) == ("132", "50")
-    assert ttyfile.startswith(mb.CONTROL_DIR + "/pty-") and ttyfile.endswith(".tty")
+    assert ttyfile.startswith(ms.CONTROL_DIR + "/pty-") and ttyfile.endswith(".tty")
     pty.close()
 
 

@@ -23,7 +23,7 @@ from modal.sandbox._filesystem import _SandboxFilesystem
 from modal.sandbox._sandbox import _Sandbox
 
 from snapshots.sandbox import NetworkPolicy
-from tests.sandbox_modal.fake_modal import FakeProcess
+from tests.sandbox_modal.fake_process import FakeProcess
 from tests.sandbox_modal.sdk_contract import (
     ContractViolation,
     check_attribute,

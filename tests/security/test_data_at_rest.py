@@ -119,7 +119,7 @@ def secrets_key(settings):
 def test_a_stored_github_user_token_is_encrypted_in_the_database(team, secrets_key):
     from allauth.socialaccount.models import SocialAccount, SocialApp, SocialToken
 
-    from sessions.codehosts import _user_github_token
+    from integrations.github.codehost import _user_github_token
 
     app = SocialApp.objects.create(provider="github", name="GitHub", client_id="id", secret="s")
     account = SocialAccount.objects.create(user=team.engineer, provider="github", uid="583231")

@@ -6,7 +6,7 @@ from __future__ import annotations
 import pytest
 from django.test import Client
 
-from tests.pulls.conftest import payload
+from tests.integrations.github.conftest import payload
 
 pytestmark = pytest.mark.django_db
 

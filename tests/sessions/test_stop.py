@@ -54,7 +54,7 @@ def test_stop_ends_the_turn_keeps_partial_work_and_goes_idle(ready_repo, team, s
 
     # The state is committed a moment before its event is appended: wait for the event too.
     def last_status():
-        return Event.objects.filter(session=session, kind="status").order_by("-seq").first()
+        return Event.objects.filter(session=session, kind="state").order_by("-seq").first()
 
     wait_for(lambda: last_status().payload.get("to") == "idle", timeout=10, what="the event")
     assert last_status().payload == {"from": "running", "to": "idle", "reason": "stopped by admin"}

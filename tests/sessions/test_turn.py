@@ -25,7 +25,7 @@ def test_a_turn_runs_the_agent_captures_the_diff_verifies_and_goes_idle(ready_re
     events = list(Event.objects.filter(session_id=summary["id"]).order_by("seq"))
     assert [e.seq for e in events] == list(range(1, len(events) + 1))  # gap-free
     assert summary["event_count"] == len(events)
-    statuses = [e.payload["to"] for e in events if e.kind == "status" and "to" in e.payload]
+    statuses = [e.payload["to"] for e in events if e.kind == "state"]
     assert statuses == ["provisioning", "syncing", "running", "verifying", "idle"]
     output = [e.payload["text"] for e in events if e.kind == "output"]
     assert "working on: add a greeting" in output and "note" in output

@@ -40,7 +40,7 @@ def test_a_killed_worker_is_replaced_and_the_turn_is_not_applied_twice(
     start_celery("beat")
     wait_for(
         lambda: Event.objects.filter(
-            session=session, kind="status", payload__reason__startswith="resuming"
+            session=session, kind="state", payload__reason__startswith="resuming"
         ).exists(),
         30,
         "another worker to resume the session",

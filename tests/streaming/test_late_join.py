@@ -5,7 +5,7 @@ import asyncio
 
 import pytest
 
-from sessions.consumers import TAIL_EVENTS
+from sessions.stream.tail import TAIL_EVENTS
 from tests.streaming.conftest import Producer, append
 from tests.streaming.viewer import Viewer
 

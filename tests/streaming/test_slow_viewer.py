@@ -9,7 +9,7 @@ import time
 import pytest
 import websockets
 
-from sessions.consumers import MAX_LAG
+from sessions.stream.session_socket import MAX_LAG
 from tests.streaming.conftest import Producer
 from tests.streaming.viewer import Viewer
 

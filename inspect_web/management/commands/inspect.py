@@ -10,10 +10,10 @@ from django.conf import settings
 from django.core.management.base import BaseCommand, CommandError
 
 from approvals import cli as approvals_cli
-from inspect_web import metrics_cli
 from inspect_web.embedded_redis import ensure_embedded_redis
+from integrations.github import cli as github_cli
+from metrics import cli as metrics_cli
 from sessions import cli as sessions_cli
-from sessions import github_cli
 from snapshots import cli as snapshots_cli
 
 AREAS = [snapshots_cli, sessions_cli, github_cli, approvals_cli, metrics_cli]

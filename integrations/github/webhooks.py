@@ -1,0 +1,365 @@
+"""GitHub webhooks (`/webhooks/github/`): what GitHub tells us about the pull requests sessions
+opened — reviews, merges, closes, new pushes, comments that ask the agent for more, reverts.
+
+`webhook_receive` is the one entry point. A delivery must be signed with GITHUB_WEBHOOK_SECRET
+(`X-Hub-Signature-256`, HMAC-SHA256 of the raw body, compared in constant time); an unsigned or
+wrongly signed one is refused (401) and nothing is recorded. Each `X-GitHub-Delivery` is applied
+once: it is recorded as a WebhookDelivery in the same transaction as its effects, so a
+redelivery after success changes nothing and a redelivery after a crash applies it again. The
+delivery id is not signed, so effects that are not idempotent by nature are keyed too: a review
+is recorded once per review id, a comment queues at most one prompt.
+Events and actions this module does not handle, and repositories not linked here, are answered
+202 with the reason and not recorded.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import hmac
+import json
+import logging
+import re
+from dataclasses import dataclass
+from datetime import datetime
+from typing import Any
+from urllib.parse import parse_qs
+
+from allauth.socialaccount.models import SocialAccount
+from django.conf import settings
+from django.core.exceptions import PermissionDenied
+from django.db import IntegrityError, transaction
+from django.utils import timezone
+from django.utils.dateparse import parse_datetime
+
+from approvals import audit
+from inspect_web import access, roles
+from integrations.github.models import GitHubLink, WebhookDelivery
+from sessions import pulls
+from sessions.events import append_event
+from sessions.models import PullRequest, ReviewEvent
+from sessions.services import SessionError, prompt_queue
+
+log = logging.getLogger(__name__)
+
+REVIEW_KINDS = {
+    "approved": ReviewEvent.Kind.APPROVED,
+    "changes_requested": ReviewEvent.Kind.CHANGES_REQUESTED,
+    "commented": ReviewEvent.Kind.COMMENTED,
+}
+# `git revert` writes the first; GitHub's "Revert" button opens a PR whose body says the second.
+REVERTS_COMMIT = pulls.REVERTS_COMMIT
+REVERTS_PR = re.compile(r"\bReverts? ([\w.-]+/[\w.-]+)#(\d+)", re.IGNORECASE)
+
+
+@dataclass(frozen=True)
+class Answer:
+    """What to answer GitHub: the HTTP status and one line saying what happened."""
+
+    status: int
+    outcome: str
+
+
+class Ignored(Exception):
+    """The delivery is understood but there is nothing here to apply it to (answered 202)."""
+
+
+def signature_is_valid(body: bytes, signature: str | None) -> bool:
+    """True when `signature` is `sha256=` + HMAC-SHA256 of `body` with GITHUB_WEBHOOK_SECRET."""
+    secret = settings.GITHUB_WEBHOOK_SECRET
+    if not secret or not signature:
+        return False
+    expected = "sha256=" + hmac.new(secret.encode(), body, hashlib.sha256).hexdigest()
+    return hmac.compare_digest(expected.encode(), signature.encode())
+
+
+def _payload(body: bytes, content_type: str) -> dict[str, Any]:
+    """The JSON payload; GitHub sends it form-encoded (`payload=…`) if the hook says so."""
+    if content_type.startswith("application/x-www-form-urlencoded"):
+        body = (parse_qs(body.decode()).get("payload") or [""])[0].encode()
+    data = json.loads(body)
+    if not isinstance(data, dict):
+        raise ValueError("the payload is not a JSON object")
+    return data
+
+
+def webhook_receive(
+    *, event: str, delivery_id: str, signature: str | None, body: bytes, content_type: str = ""
+) -> Answer:
+    """Verify, de-duplicate and apply one delivery; never raises for bad input."""
+    if not settings.GITHUB_WEBHOOK_SECRET:
+        return Answer(401, "GitHub webhooks are not configured here: set GITHUB_WEBHOOK_SECRET")
+    if not signature_is_valid(body, signature):
+        log.warning("GitHub webhook %s (%s) refused: bad or missing signature", delivery_id, event)
+        return Answer(401, "the X-Hub-Signature-256 signature is missing or does not match")
+    if not delivery_id or not event:
+        return Answer(400, "X-GitHub-Delivery and X-GitHub-Event headers are required")
+    try:
+        payload = _payload(body, content_type)
+    except ValueError:
+        return Answer(400, "the body is not a JSON object")
+    if event == "ping":
+        return Answer(200, "pong")
+    handler = HANDLERS.get(event)
+    if handler is None:
+        return Answer(202, f"ignored: {event} events are not used here")
+    action = str(payload.get("action", ""))
+    try:
+        link = _link(event, payload)
+        with transaction.atomic():
+            try:
+                with transaction.atomic():
+                    delivery = WebhookDelivery.objects.create(
+                        delivery_id=delivery_id[:100], event=event[:60], action=action[:60]
+                    )
+            except IntegrityError:
+                seen = WebhookDelivery.objects.get(delivery_id=delivery_id[:100])
+                return Answer(200, f"already handled: {seen.outcome or 'applied'}")
+            outcome = handler(link, payload)
+            WebhookDelivery.objects.filter(pk=delivery.pk).update(outcome=outcome[:300])
+    except Ignored as exc:
+        log.info("GitHub webhook %s (%s %s) ignored: %s", delivery_id, event, action, exc)
+        return Answer(202, f"ignored: {exc}")
+    return Answer(200, outcome)
+
+
+def _link(event: str, payload: dict) -> GitHubLink | None:
+    if event == "installation":
+        return None
+    full_name = (payload.get("repository") or {}).get("full_name", "")
+    link = (
+        GitHubLink.objects.select_related("repository").filter(full_name__iexact=full_name).first()
+    )
+    if link is None:
+        raise Ignored(f"no repository here is linked to {full_name or 'an unnamed repository'}")
+    return link
+
+
+def _pull_request(link: GitHubLink, number: Any) -> PullRequest:
+    pr = (
+        PullRequest.objects.select_related("session", "repository")
+        .filter(repository=link.repository, host=PullRequest.Host.GITHUB, number=number)
+        .first()
+    )
+    if pr is None:
+        raise Ignored(f"{link.full_name}#{number} was not opened by a session here")
+    return pr
+
+
+def _when(value: Any) -> datetime:
+    return (parse_datetime(value) if isinstance(value, str) else None) or timezone.now()
+
+
+def user_for_github_id(github_id: Any):
+    """The user who signed in here with the GitHub account whose numeric id this is (allauth's
+    SocialAccount.uid), or None. Never by login: a login can be renamed and then taken by
+    someone else, an id cannot."""
+    if github_id is None or isinstance(github_id, bool) or not str(github_id).isdigit():
+        return None
+    account = (
+        SocialAccount.objects.select_related("user")
+        .filter(provider="github", uid=str(github_id))
+        .first()
+    )
+    return account.user if account else None
+
+
+def _audit(pr: PullRequest, action: str, data: dict) -> None:
+    audit.record(
+        action,
+        actor_kind=audit.AuditEntry.ActorKind.SYSTEM,
+        session=pr.session,
+        object_type="pull_request",
+        object_id=pr.pk,
+        data=data,
+    )
+
+
+# -- pull_request -----------------------------------------------------------------------------
+def on_pull_request(link: GitHubLink, payload: dict) -> str:
+    action = payload.get("action")
+    data = payload.get("pull_request") or {}
+    pr = _pull_request(link, data.get("number", payload.get("number")))
+    ref = f"{link.full_name}#{pr.number}"
+    if action == "opened":
+        PullRequest.objects.filter(pk=pr.pk, url="").update(url=data.get("html_url", ""))
+        return f"{ref} opened"
+    if action == "closed" and data.get("merged"):
+        merger = data.get("merged_by") or {}
+        pulls.mark_merged(
+            pr,
+            merge_sha=data.get("merge_commit_sha") or "",
+            merged_by=user_for_github_id(merger.get("id")),
+            at=_when(data.get("merged_at")),
+        )
+        _audit(pr, "pull_request.merged", {"on": ref, "by": merger.get("login", "")})
+        return f"{ref} merged"
+    if action == "closed":
+        pulls.mark_closed(pr, at=_when(data.get("closed_at")))
+        _audit(pr, "pull_request.closed", {"on": ref, "by": _login(payload)})
+        return f"{ref} closed without merging"
+    if action == "reopened":
+        pulls.mark_reopened(pr)
+        _audit(pr, "pull_request.reopened", {"on": ref, "by": _login(payload)})
+        return f"{ref} reopened"
+    if action == "synchronize":
+        head = (data.get("head") or {}).get("sha", "")
+        # Our own push may be announced before publish_turn records its head.
+        ours = head in (pr.head_sha, pulls.published_head(pr.session))
+        PullRequest.objects.filter(pk=pr.pk).update(
+            head_sha=head or pr.head_sha,
+            additions=data.get("additions", pr.additions),
+            deletions=data.get("deletions", pr.deletions),
+            changed_files=data.get("changed_files", pr.changed_files),
+        )
+        if not ours:
+            append_event(
+                pr.session_id,
+                "pull_request_pushed_outside",
+                {"pull_request": pr.pk, "head": head,
+                 "message": f"{pr.branch} was updated on GitHub by {_login(payload)} "
+                            f"(now at {head[:12]}); the session does not have those commits, "
+                            "so its next push will not overwrite them"},
+            )  # fmt: skip
+        return f"{ref} now at {head[:12]}" + ("" if ours else " (pushed outside the session)")
+    raise Ignored(f"pull_request action {action!r} is not used here")
+
+
+def _login(payload: dict) -> str:
+    return (payload.get("sender") or {}).get("login", "")
+
+
+# -- pull_request_review ----------------------------------------------------------------------
+def on_pull_request_review(link: GitHubLink, payload: dict) -> str:
+    """A submitted review: a ReviewEvent (once per review id), the PR's first review time and
+    its review rounds (how many distinct head commits were reviewed)."""
+    if payload.get("action") != "submitted":
+        raise Ignored(f"pull_request_review action {payload.get('action')!r} is not used here")
+    review = payload.get("review") or {}
+    kind = REVIEW_KINDS.get(str(review.get("state", "")).lower())
+    if kind is None:
+        raise Ignored(f"a review in state {review.get('state')!r} is not counted")
+    pr = _pull_request(link, (payload.get("pull_request") or {}).get("number"))
+    user = review.get("user") or {}
+    login = user.get("login", "")
+    at = _when(review.get("submitted_at"))
+    ref = f"{link.full_name}#{pr.number}"
+    recorded = pulls.record_review(
+        pr, kind=kind, external_id=f"github-review-{review.get('id')}",
+        reviewer=user_for_github_id(user.get("id")), login=login,
+        commit=review.get("commit_id") or "", at=at, where=" on GitHub",
+    )  # fmt: skip
+    if not recorded:
+        return f"review {review.get('id')} on {ref} was already recorded"
+    _audit(pr, "pull_request.review", {"on": ref, "by": login, "kind": kind})
+    return f"{kind} review by {login} on {ref}"
+
+
+# -- issue_comment ----------------------------------------------------------------------------
+def on_issue_comment(link: GitHubLink, payload: dict) -> str:
+    """A comment on a session's PR that mentions the App queues a follow-up prompt, attributed
+    to the commenter when they are a member who may prompt (else the session is told why not)."""
+    if payload.get("action") != "created":
+        raise Ignored(f"issue_comment action {payload.get('action')!r} is not used here")
+    issue = payload.get("issue") or {}
+    if not issue.get("pull_request"):
+        raise Ignored("a comment on an issue, not on a pull request")
+    comment = payload.get("comment") or {}
+    author = comment.get("user") or {}
+    if author.get("type") == "Bot":
+        raise Ignored("a comment by a bot")
+    mention = re.compile(rf"@{re.escape(settings.GITHUB_APP_SLUG)}\b", re.IGNORECASE)
+    body = comment.get("body") or ""
+    if not mention.search(body):
+        raise Ignored(f"the comment does not mention @{settings.GITHUB_APP_SLUG}")
+    pr = _pull_request(link, issue.get("number"))
+    login = author.get("login", "")
+    ref = f"{link.full_name}#{pr.number}"
+    # X-GitHub-Delivery is not signed: a captured delivery replayed under a new id must not
+    # queue the prompt again, so a comment queues at most one (a concurrent replay fails on
+    # the unique key and rolls back).
+    queued_key = f"issue_comment/{comment.get('id')}"[:100]
+    if WebhookDelivery.objects.filter(delivery_id=queued_key).exists():
+        return f"comment {comment.get('id')} on {ref} already queued a prompt"
+    user = user_for_github_id(author.get("id"))
+    text = mention.sub("", body).strip()
+    refusal = ""
+    if user is None:
+        refusal = f"@{login} has no account here signed in with GitHub"
+    else:
+        try:
+            access.require_repo_permission(user, pr.repository, roles.PROMPT_SESSION)
+            prompt = prompt_queue(
+                session=pr.session,
+                author=user,
+                text=f"{text}\n\n(from @{login}'s comment on {ref}: {comment.get('html_url', '')})",
+            )
+        except PermissionDenied:
+            refusal = f"@{login} ({user.get_username()}) may not prompt sessions of this repository"
+        except SessionError as exc:
+            refusal = str(exc)
+    if refusal:
+        append_event(
+            pr.session_id,
+            "error",
+            {"phase": "github", "message": f"a comment on {ref} asked the agent for more, "
+                                           f"but it was not queued: {refusal}"},
+        )  # fmt: skip
+        return f"comment on {ref} not queued: {refusal}"
+    outcome = f"follow-up prompt {prompt.order} queued from @{login}'s comment on {ref}"
+    WebhookDelivery.objects.create(
+        delivery_id=queued_key, event="issue_comment", action="queued", outcome=outcome[:300]
+    )
+    return outcome
+
+
+# -- push -------------------------------------------------------------------------------------
+def on_push(link: GitHubLink, payload: dict) -> str:
+    """A push to a base branch whose commits revert a merged PR: an escaped defect."""
+    ref = str(payload.get("ref", ""))
+    if not ref.startswith("refs/heads/"):
+        raise Ignored(f"a push to {ref}, not to a branch")
+    branch = ref.removeprefix("refs/heads/")
+    merged = PullRequest.objects.filter(
+        repository=link.repository, base=branch, state=PullRequest.State.MERGED,
+        reverted_at__isnull=True,
+    ).select_related("session")  # fmt: skip
+    if not merged.exists():
+        return f"push to {branch}: no merged pull request of a session targets it"
+    found = []
+    for commit in payload.get("commits") or []:
+        message = commit.get("message") or ""
+        candidates = []
+        for sha in REVERTS_COMMIT.findall(message):
+            candidates += [pr for pr in merged if pr.merge_sha and pr.merge_sha.startswith(sha)]
+        for full_name, number in REVERTS_PR.findall(message):
+            if full_name.lower() == link.full_name.lower():
+                candidates += [pr for pr in merged if pr.number == int(number)]
+        for pr in candidates:
+            sha = str(commit.get("id", ""))[:64]
+            if pulls.mark_reverted(pr, revert_sha=sha, at=_when(commit.get("timestamp")),
+                                   branch=branch):  # fmt: skip
+                found.append(pr.number or pr.pk)
+    if not found:
+        return f"push to {branch}: no revert of a session's pull request"
+    return f"push to {branch} reverts " + ", ".join(f"#{n}" for n in found)
+
+
+# -- installation -----------------------------------------------------------------------------
+def on_installation(link: None, payload: dict) -> str:
+    """The App was uninstalled or suspended: forget the installation, so the next publish looks
+    it up again and reports clearly if it is gone."""
+    action = payload.get("action")
+    installation = (payload.get("installation") or {}).get("id")
+    if action not in {"deleted", "suspend"} or installation is None:
+        raise Ignored(f"installation action {action!r} is not used here")
+    forgotten = GitHubLink.objects.filter(installation_id=installation).update(installation_id=None)
+    return f"installation {installation} {action}: {forgotten} linked repositories forgot it"
+
+
+HANDLERS = {
+    "pull_request": on_pull_request,
+    "pull_request_review": on_pull_request_review,
+    "issue_comment": on_issue_comment,
+    "push": on_push,
+    "installation": on_installation,
+}

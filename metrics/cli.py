@@ -1,0 +1,56 @@
+"""`manage.py inspect metrics …`: the metrics area of the operator's command line."""
+
+from __future__ import annotations
+
+import argparse
+import json
+from typing import Any
+
+from django.core.management.base import BaseCommand, CommandError
+
+from metrics.seed import seed_metrics_data
+
+
+def register(areas: argparse._SubParsersAction, command: BaseCommand) -> None:
+    metrics = areas.add_parser("metrics", help="metrics data").add_subparsers(
+        dest="action", metavar="ACTION", required=True
+    )
+    help_text = "seed sessions, events, pull requests and reviews for the Metrics page"
+    seed = metrics.add_parser("seed", help=help_text, description=help_text)
+    seed.set_defaults(handler=metrics_seed)
+    seed.called_from_command_line = True
+    seed.add_argument("--sessions", type=int, default=1000)
+    seed.add_argument("--events", type=int, default=10_000)
+    seed.add_argument("--prs", type=int, default=500, help="at most one per session")
+    seed.add_argument("--repositories", type=int, default=12)
+    seed.add_argument("--users", type=int, default=120)
+    seed.add_argument("--days", type=int, default=180, help="how far back sessions start")
+    seed.add_argument("--seed", type=int, default=7)
+    seed.add_argument("--prefix", default="seed", help="name prefix of the seeded rows")
+    seed.add_argument("--json", action="store_true")
+
+
+def metrics_seed(command: BaseCommand, options: dict[str, Any]) -> int:
+    try:
+        result = seed_metrics_data(
+            sessions=options["sessions"],
+            events=options["events"],
+            prs=options["prs"],
+            repositories=options["repositories"],
+            users=options["users"],
+            days=options["days"],
+            seed=options["seed"],
+            prefix=options["prefix"],
+        )
+    except ValueError as exc:
+        raise CommandError(str(exc)) from None
+    if options["json"]:
+        command.stdout.write(json.dumps(result))
+    else:
+        command.stdout.write(
+            f"seeded {result['sessions']:,} sessions, {result['events']:,} events, "
+            f"{result['prs']:,} pull requests, {result['reviews']:,} review events in "
+            f"{result['repositories']} repositories for {result['users']} users "
+            f"({result['seconds']} s)"
+        )
+    return 0

@@ -1,0 +1,9 @@
+from django.urls import path
+
+from metrics import views
+
+# Included at metrics/ by the project's URLs; the names are global (no namespace), as before.
+urlpatterns = [
+    path("", views.metrics, name="metrics"),
+    path("review-time/<int:pr_id>/", views.review_time, name="metrics-review-time"),
+]

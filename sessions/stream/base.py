@@ -1,0 +1,79 @@
+"""What every websocket of a session shares: the close codes, refusing a connection, who the user
+is, and sending a JSON frame. The membership check is sessions.live_access's (the one access
+rule), re-checked while the socket is open through its AccessWatch.
+"""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Callable
+from typing import Any
+
+from channels.db import database_sync_to_async
+from channels.generic.websocket import AsyncWebsocketConsumer
+from django.contrib.auth.models import AnonymousUser
+
+from sessions import live_access
+
+# Close codes. Daphne (autobahn) can send only 1000 and 3000-4999: any other code fails there
+# and leaves the viewer's socket open and silent. So "try again", "server error" and "bad
+# gateway" are 4503, 4500 and 4502 (not 1013, 1011 and 1014); the pages reconnect on those.
+LAGGING = 4008  # the session stream: fell too far behind (after a `resync`)
+BAD_INPUT = 4400
+NOT_LOGGED_IN = 4401
+FORBIDDEN = live_access.FORBIDDEN  # no such session or not a member (the same for both)
+GONE = 4404  # no running sandbox
+SERVER_ERROR = 4500
+UNAVAILABLE = 4502  # the preview cannot be reached
+TRY_AGAIN = 4503  # Redis or the database unreachable
+
+NO_SUCH_SESSION = "This session does not exist or you are not a member of its repository."
+NO_LONGER_MEMBER = "You are no longer a member of this session's repository."
+
+TokenAuthenticator = Callable[[dict], Any]
+_token_authenticators: list[TokenAuthenticator] = []
+
+
+def register_token_authenticator(authenticate: TokenAuthenticator) -> None:
+    """Add a way to find the user of a socket that has no browser session: `authenticate(scope)`
+    (sync, run in a thread) returns the user or None. API tokens and stream tickets are the
+    API's (api.tokens, a layer above), so the API registers theirs when it is ready."""
+    if authenticate not in _token_authenticators:
+        _token_authenticators.append(authenticate)
+
+
+def scope_token_user(scope: dict):
+    """The user a registered authenticator finds in `scope`, or None."""
+    for authenticate in _token_authenticators:
+        user = authenticate(scope)
+        if user is not None:
+            return user
+    return None
+
+
+class SessionSocket(live_access.AccessWatch, AsyncWebsocketConsumer):
+    """Base of the websockets of one session (`session_id` in the route)."""
+
+    @property
+    def session_id(self) -> int:
+        return int(self.scope["url_route"]["kwargs"]["session_id"])
+
+    async def socket_user(self, *, tokens: bool = False):
+        """The user: the browser session's (Channels' AuthMiddlewareStack); with `tokens`, else
+        an API token (`Authorization: Bearer …`) or a stream ticket (`?ticket=`)."""
+        user = self.scope.get("user") or AnonymousUser()
+        if user.is_authenticated or not tokens:
+            return user
+        return await database_sync_to_async(scope_token_user)(self.scope) or AnonymousUser()
+
+    async def refuse(self, code: int, message: str | None = None) -> None:
+        """Accept, say why in one JSON `error` frame (a browser cannot read the reason of a
+        refused handshake), close with `code`. Without a message only the code: the preview's
+        socket speaks the application's protocol, not ours."""
+        await self.accept()
+        if message is not None:
+            await self.send_json({"type": "error", "code": code, "message": message})
+        await self.close(code=code)
+
+    async def send_json(self, message: dict) -> None:
+        await self.send(text_data=json.dumps(message))

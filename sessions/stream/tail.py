@@ -1,0 +1,114 @@
+"""The newest events of a watched session, read once and encoded once for all its viewers in
+this process (the websocket's live path; history pages are read from the table instead)."""
+
+from __future__ import annotations
+
+import asyncio
+import weakref
+from collections import OrderedDict
+
+from channels.db import database_sync_to_async
+
+from sessions.stream.read import FRAME_BYTES, PAGE_SIZE, Frame, events_frame, read_events
+
+TAIL_EVENTS = 5000  # newest events kept encoded per watched session, per process ...
+TAIL_BYTES = 8 * 1024 * 1024  # ... and at most this much of them
+
+
+class SessionTail:
+    """The newest events of one session, read once and encoded once for all its viewers in this
+    process.
+
+    Live viewers stand at (nearly) the same seq, but under load they drift apart by a frame or
+    two; reading "events after my seq" per viewer then costs one query per viewer per
+    notification. The tail is read by one viewer at a time (single flight), always from its own
+    end, so a notification costs one query whatever the viewers' positions; each viewer slices
+    its frame out of it. Events are immutable and the tail only grows at the end (its front is
+    trimmed to TAIL_EVENTS), so slicing cannot reorder or repeat anything. A viewer behind the
+    tail's front reads history pages from the table instead.
+    """
+
+    def __init__(self, session_id: int, base: int) -> None:
+        self.session_id = session_id
+        self.first = base + 1  # seq of parts[0]
+        self.parts: list[str] = []
+        self.size = 0  # characters held in parts
+        self.viewers = 0
+        self.read_at = 0.0  # loop time of the last read
+        self._reading: asyncio.Future[int] | None = None
+        self._frames: OrderedDict[tuple[int, int], Frame] = OrderedDict()
+
+    @property
+    def high(self) -> int:
+        return self.first + len(self.parts) - 1
+
+    async def read_more(self) -> int:
+        """Append the next page of the log; returns how many events arrived (0: none yet).
+        Joins a read already in flight instead of starting a second one."""
+        if self._reading is None:
+            self._reading = asyncio.ensure_future(self._read())
+        reading = self._reading
+        try:
+            return await asyncio.shield(reading)
+        finally:
+            if reading.done() and self._reading is reading:
+                self._reading = None
+
+    async def _read(self) -> int:
+        self.read_at = asyncio.get_running_loop().time()
+        rows = await database_sync_to_async(read_events)(self.session_id, self.high)
+        for seq, part in rows:
+            if seq == self.high + 1:  # always so: the log is a gap-free prefix
+                self.parts.append(part)
+                self.size += len(part)
+        if len(self.parts) > 2 * TAIL_EVENTS or self.size > TAIL_BYTES:
+            drop = 0
+            while drop < len(self.parts) - 1 and (
+                len(self.parts) - drop > TAIL_EVENTS or self.size > TAIL_BYTES // 2
+            ):
+                self.size -= len(self.parts[drop])
+                drop += 1
+            del self.parts[:drop]
+            self.first += drop
+        return len(rows)
+
+    def frame_after(self, after: int) -> Frame | None:
+        """The frame of events after `after` (which must be at or past the tail's front)."""
+        start = after + 1 - self.first
+        if start < 0 or start >= len(self.parts):
+            return None
+        end, size = start, 0
+        while end < len(self.parts) and end - start < PAGE_SIZE and size < FRAME_BYTES:
+            size += len(self.parts[end])
+            end += 1
+        key = (after + 1, self.first + end - 1)
+        frame = self._frames.get(key)
+        if frame is None:
+            frame = events_frame(self.parts[start:end], *key)
+            self._frames[key] = frame
+            if len(self._frames) > 32:
+                self._frames.popitem(last=False)
+        return frame
+
+
+_tails: weakref.WeakKeyDictionary[asyncio.AbstractEventLoop, dict[int, SessionTail]] = (
+    weakref.WeakKeyDictionary()
+)
+
+
+def tail_attach(session_id: int, base: int) -> SessionTail:
+    """The session's tail in this process (made, starting after `base`, if it has none)."""
+    tails = _tails.setdefault(asyncio.get_running_loop(), {})
+    tail = tails.get(session_id)
+    if tail is None:
+        tail = tails[session_id] = SessionTail(session_id, base)
+    tail.viewers += 1
+    return tail
+
+
+def tail_detach(tail: SessionTail) -> None:
+    tail.viewers -= 1
+    if tail.viewers <= 0:
+        tails = _tails.get(asyncio.get_running_loop(), {})
+        if tails.get(tail.session_id) is tail:
+            del tails[tail.session_id]
