@@ -5,7 +5,7 @@ BIN := $(VENV)/bin
 UV_VERSION := 0.13.9
 export INSPECT_DATA_DIR ?= $(CURDIR)/var
 
-.PHONY: run test lint format system-packages clean bench-sandbox bench-stream bench-page \
+.PHONY: run test lint format vulture system-packages clean bench-sandbox bench-stream bench-page \
 	bench-metrics
 
 $(BIN)/python:
@@ -35,6 +35,10 @@ lint: $(VENV)/.installed
 	$(BIN)/ruff check .
 	$(BIN)/ruff format --check .
 	$(BIN)/lint-imports --no-cache
+
+# Dead code in the apps (what is used by name only is in vulture_allowlist.py, with why).
+vulture: $(VENV)/.installed
+	scripts/dead-code
 
 format: $(VENV)/.installed
 	$(BIN)/ruff check --fix .

@@ -12,7 +12,7 @@ from datetime import timedelta
 from django.db.models import Count, Q
 from django.utils import timezone
 
-from inspect_web import access, roles
+from accounts import access, roles
 from sessions.models import Prompt, Session
 
 

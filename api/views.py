@@ -1,5 +1,5 @@
 """The REST API's views: thin — parse, call the service, serialise. Membership rules are
-inspect_web.access's (non-member: 404; role without the right: 403 with the reason)."""
+accounts.access's (non-member: 404; role without the right: 403 with the reason)."""
 
 from __future__ import annotations
 
@@ -10,17 +10,18 @@ from rest_framework import status
 from rest_framework.response import Response
 from rest_framework.views import APIView
 
+from accounts import access
+from accounts.models import Membership
 from api import serializers as s
 from api import tokens
 from api.metrics import metrics_summary
 from approvals.gate import approval_decide
 from approvals.models import ApprovalRequest
-from inspect_web import access
 from sessions import services
 from sessions.models import Event, Session
 from sessions.stream.read import events_after, serialize
 from snapshots.actions import snapshot_refresh_request
-from snapshots.models import Membership, Repository, Snapshot
+from snapshots.models import Repository, Snapshot
 
 
 def _query(serializer_class, request) -> dict:

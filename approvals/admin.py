@@ -1,8 +1,6 @@
 from django.contrib import admin
 
 from approvals.models import ApprovalPolicy, ApprovalRequest, AuditEntry
-from snapshots.admin import RepositoryAdmin
-from snapshots.models import Repository
 
 
 @admin.register(ApprovalRequest)
@@ -50,19 +48,3 @@ class ApprovalPolicyAdmin(admin.ModelAdmin):
 
     def has_change_permission(self, request, obj=None) -> bool:
         return False
-
-
-# A recipe's egress may only widen through the approval gate (`manage.py inspect recipe set`),
-# so the repository form shows the override but does not let anyone edit it in place.
-class GatedRepositoryAdmin(RepositoryAdmin):
-    def get_readonly_fields(self, request, obj=None):
-        return [
-            *super().get_readonly_fields(request, obj),
-            "recipe_override",
-            "approved_egress",
-            "egress_approved_at",
-        ]
-
-
-admin.site.unregister(Repository)
-admin.site.register(Repository, GatedRepositoryAdmin)

@@ -6,6 +6,5 @@ class ApprovalsConfig(AppConfig):
     verbose_name = "Approvals and audit"
 
     def ready(self) -> None:
-        # Audit signal receivers, the executors this app provides, and the encryption of
-        # stored OAuth tokens.
-        from approvals import egress, oauth_tokens, signals  # noqa: F401
+        # Audit signal receivers and the encryption of stored OAuth tokens.
+        from approvals import oauth_tokens, signals  # noqa: F401

@@ -28,10 +28,13 @@ from typing import Any
 
 from django.conf import settings
 from django.db import connection, transaction
+from django.db.models import Q
 from django.utils import timezone
 
+from accounts import access
 from approvals.audit_sink import read_heads, sink_path, sink_target, write_head
 from approvals.models import AuditEntry, AuditHead
+from inspect_web.text import shorten
 
 MAX_DATA_STRING = 4000  # a long command or output is kept as head and tail
 _actor: contextvars.ContextVar[Any] = contextvars.ContextVar("audit_actor", default=None)
@@ -52,9 +55,8 @@ def current_actor():
 
 
 def _trim(value: Any) -> Any:
-    if isinstance(value, str) and len(value) > MAX_DATA_STRING:
-        half = MAX_DATA_STRING // 2
-        return f"{value[:half]}…[{len(value) - MAX_DATA_STRING} characters]…{value[-half:]}"
+    if isinstance(value, str):
+        return shorten(value, MAX_DATA_STRING, marker="…[{omitted} characters]…")
     if isinstance(value, dict):
         return {str(k): _trim(v) for k, v in value.items()}
     if isinstance(value, list | tuple):
@@ -309,10 +311,6 @@ def as_json(entry: AuditEntry) -> dict[str, Any]:
 def entries_visible_to(user):
     """Entries `user` may read: all for a site admin, else those of their repositories (and
     their own entries that name no repository, such as their logins)."""
-    from django.db.models import Q
-
-    from inspect_web import access
-
     if not user.is_authenticated:
         return AuditEntry.objects.none()
     if user.is_superuser:
@@ -321,35 +319,3 @@ def entries_visible_to(user):
     return AuditEntry.objects.filter(
         Q(repository_id__in=repositories) | Q(repository_id__isnull=True, actor_id=user.pk)
     )
-
-
-def record_session_actions(session_id: int, actions: list[tuple[int, str, dict]]) -> None:
-    """Audit a session's tool calls and commands: (event seq, kind, stored payload) each. Best
-    effort after the events are stored: a failure is logged, never raised into the producer."""
-    import logging
-
-    from sessions.models import Session
-
-    session = Session.objects.select_related("repository").filter(pk=session_id).first()
-    if session is None:
-        return
-    try:
-        for seq, kind, payload in actions:
-            if kind == "tool_call":
-                action = "agent.tool_call"
-                data = {"tool": payload.get("name"), "arguments": payload.get("arguments")}
-            else:
-                action = "sandbox.command"
-                data = {k: payload.get(k) for k in ("command", "phase", "exit_code", "ok")}
-            data["seq"] = seq
-            data["turn"] = payload.get("turn")
-            record(
-                action,
-                actor_kind=AuditEntry.ActorKind.AGENT if kind == "tool_call" else None,
-                session=session,
-                object_type="session",
-                object_id=session_id,
-                data=data,
-            )
-    except Exception:
-        logging.getLogger(__name__).exception("could not audit actions of session %s", session_id)

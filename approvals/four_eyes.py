@@ -20,11 +20,12 @@ from __future__ import annotations
 
 from collections.abc import Iterable
 
+from allauth.account.models import EmailAddress
+from django.apps import apps
 from django.db.models import Min, Q
 
+from accounts.identity import verified_email
 from approvals.models import ApprovalRequest, AuditEntry
-from inspect_web.accounts import verified_email
-from sessions.models import Event, Prompt
 
 ASKED = "You asked for this action; another reviewer has to decide it."
 
@@ -39,6 +40,10 @@ def _names(by_hand: str | None) -> set[str]:
 
 def _session_contributions(user, session_ids: set[int]) -> dict[int, str]:
     """Per session, the first way `user` contributed to it (prompt, terminal, commit)."""
+    # By name: sessions sits above the controls, which never import it ("agent_sessions" is
+    # the sessions app's label). Looked up per call, once the app registry is ready.
+    Prompt = apps.get_model("agent_sessions", "Prompt")
+    Event = apps.get_model("agent_sessions", "Event")
     found: dict[int, str] = {}
     prompts = (
         Prompt.objects.filter(session_id__in=session_ids, author_id=user.pk)
@@ -67,8 +72,6 @@ def _session_contributions(user, session_ids: set[int]) -> dict[int, str]:
 
 
 def _verified_addresses(user) -> set[str]:
-    from allauth.account.models import EmailAddress
-
     addresses = {
         email.lower()
         for email in EmailAddress.objects.filter(user=user, verified=True).values_list(

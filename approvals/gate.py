@@ -29,6 +29,7 @@ from django.db.models import Q
 from django.dispatch import Signal
 from django.utils import timezone
 
+from accounts import access, roles
 from approvals import audit
 from approvals.four_eyes import decider_conflict
 from approvals.models import ApprovalRequest
@@ -39,6 +40,10 @@ log = logging.getLogger(__name__)
 # Sent inside the deciding transaction (approval=, user=, approve=): what else a decision means,
 # e.g. a merge decided in the dashboard is a review of a local pull request (sessions.pulls).
 approval_decided = Signal()
+# Sent whenever a session's request is made, decided, expired or carried out, inside the same
+# transaction (approval=, payload=): the session's log records it as an `approval` event, so
+# every viewer's approvals panel updates (sessions.approval_events).
+approval_changed = Signal()
 
 State = ApprovalRequest.State
 Executor = Callable[[ApprovalRequest], dict[str, Any] | None]
@@ -78,11 +83,9 @@ def _username(user) -> str:
 
 
 def _tell(approval: ApprovalRequest, **extra: Any) -> None:
-    """An `approval` event on the session, so every viewer's approvals panel updates."""
+    """Tell the session what happened to its request (`approval_changed`)."""
     if approval.session_id is None:
         return
-    from sessions.events import append_event
-
     payload = {
         "approval": approval.pk,
         "action": approval.action,
@@ -90,7 +93,7 @@ def _tell(approval: ApprovalRequest, **extra: Any) -> None:
         "summary": summary(approval),
         **extra,
     }
-    append_event(approval.session_id, "approval", payload)
+    approval_changed.send(ApprovalRequest, approval=approval, payload=payload)
 
 
 def summary(approval: ApprovalRequest) -> str:
@@ -167,8 +170,6 @@ def approval_decide(
     authored one of its commits). ApprovalError: it is no longer pending (decided already: a
     replay) or expired.
     """
-    from inspect_web import access, roles
-
     access.require_repo_permission(user, approval.repository, roles.DECIDE_APPROVAL)
     conflict = decider_conflict(user, approval)
     if conflict is not None:

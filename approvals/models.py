@@ -1,11 +1,11 @@
 from __future__ import annotations
 
 from django.conf import settings
+from django.core.exceptions import ValidationError
 from django.core.validators import RegexValidator
 from django.db import models
 
 from approvals.policy_rules import PolicyError, parse_policy
-from sessions.models import Session
 
 
 class ApprovalRequest(models.Model):
@@ -28,8 +28,9 @@ class ApprovalRequest(models.Model):
     repository = models.ForeignKey(
         "snapshots.Repository", on_delete=models.CASCADE, related_name="approval_requests"
     )
+    # By name: sessions sits above the controls ("agent_sessions" is the sessions app's label).
     session = models.ForeignKey(
-        Session,
+        "agent_sessions.Session",
         null=True,
         blank=True,
         on_delete=models.CASCADE,
@@ -80,18 +81,14 @@ class ApprovalRequest(models.Model):
     def save(self, *args, **kwargs) -> None:
         # A session's request belongs to the session's repository (callers may name either).
         if self.repository_id is None and self.session_id is not None:
-            self.repository_id = (
-                Session.objects.filter(pk=self.session_id)
-                .values_list("repository_id", flat=True)
-                .first()
-            )
+            self.repository_id = self.session.repository_id
         super().save(*args, **kwargs)
 
     @property
     def requester_label(self) -> str:
         if self.requested_by_id:
             return self.requested_by.get_username()
-        # A snapshot build asks on behalf of the recipe it read (approvals.egress).
+        # A snapshot build asks on behalf of the recipe it read (snapshots.egress).
         return (self.payload or {}).get("requester") or "the agent"
 
 
@@ -118,8 +115,6 @@ class ApprovalPolicy(models.Model):
         super().save(*args, **kwargs)
 
     def clean(self) -> None:
-        from django.core.exceptions import ValidationError
-
         try:
             parse_policy(self.text)
         except PolicyError as exc:

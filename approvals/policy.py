@@ -5,10 +5,10 @@ from __future__ import annotations
 
 from django.db import transaction
 
+from accounts import access, roles
 from approvals import audit
 from approvals.models import ApprovalPolicy
 from approvals.policy_rules import DEFAULT_POLICY, Policy, parse_policy
-from inspect_web import access, roles
 
 
 def policy_for(repository) -> Policy:

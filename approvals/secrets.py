@@ -5,8 +5,8 @@ Values are Fernet-encrypted with INSPECT_SECRETS_KEY (a comma-separated list rot
 first encrypts, all decrypt). A secret reaches a command only as an environment variable of
 that one exec — `setup` (snapshot build) and `start` (every restore) always, the agent's
 commands only when its scope is `agent` — never the sandbox's own environment or a file, so a
-snapshot never holds it. `redact_event_payload` (called by sessions.events before every insert)
-and the build log replace each value with "[redacted]".
+snapshot never holds it. Every event before its insert (sessions.controls) and the build log
+replace each value with "[redacted]" (`secret_values`, approvals.redaction).
 """
 
 from __future__ import annotations
@@ -14,14 +14,16 @@ from __future__ import annotations
 import logging
 import threading
 import time
-from typing import Any
 
 from cryptography.fernet import Fernet, InvalidToken, MultiFernet
 from django.conf import settings
+from django.core.exceptions import ValidationError
 from django.db import transaction
 
+from accounts import access, roles
+from approvals import audit
 from approvals.models import RepositorySecret
-from sessions.agents.redaction import MIN_SECRET_LENGTH, Redactor, redact
+from approvals.redaction import MIN_SECRET_LENGTH, Redactor
 
 log = logging.getLogger(__name__)
 
@@ -81,11 +83,6 @@ def unseal(value: str) -> str:
 def secret_set(*, repository, name: str, value: str, scope: str = Scope.SETUP_START, by) -> None:
     """Create or replace a secret (MANAGE_REPOSITORY needed). The value is audited never; the
     change (name, scope, who) is."""
-    from django.core.exceptions import ValidationError
-
-    from approvals import audit
-    from inspect_web import access, roles
-
     access.require_repo_permission(by, repository, roles.MANAGE_REPOSITORY)
     if scope not in Scope.values:
         raise ValidationError(f"scope must be one of {', '.join(Scope.values)}")
@@ -123,9 +120,6 @@ def secret_set(*, repository, name: str, value: str, scope: str = Scope.SETUP_ST
 
 
 def secret_delete(*, repository, name: str, by) -> bool:
-    from approvals import audit
-    from inspect_web import access, roles
-
     access.require_repo_permission(by, repository, roles.MANAGE_REPOSITORY)
     with transaction.atomic():
         deleted, _ = RepositorySecret.objects.filter(repository=repository, name=name).delete()
@@ -206,29 +200,3 @@ def secrets_found_in(repository, text: str) -> list[str]:
 def _forget(repository_id: int) -> None:
     with _cache_lock:
         _cache.pop(repository_id, None)
-
-
-def redact_event_payload(session_id: int, payload: dict[str, Any]) -> dict[str, Any]:
-    """`payload` with every secret value of the session's repository replaced."""
-    repository_id = _repository_of(session_id)
-    if repository_id is None:
-        return payload
-    values = secret_values(repository_id)
-    return redact(payload, values) if values else payload
-
-
-_session_repo: dict[int, int] = {}
-
-
-def _repository_of(session_id: int) -> int | None:
-    from sessions.models import Session
-
-    if session_id not in _session_repo:
-        found = Session.objects.filter(pk=session_id).values_list("repository_id", flat=True)
-        repository_id = found.first()
-        if repository_id is None:
-            return None
-        if len(_session_repo) > 10_000:
-            _session_repo.clear()
-        _session_repo[session_id] = repository_id  # a session never changes repository
-    return _session_repo[session_id]

@@ -9,8 +9,8 @@ from django.contrib.auth.signals import user_logged_in, user_login_failed
 from django.db.models.signals import post_delete, post_save, pre_save
 from django.dispatch import receiver
 
+from accounts.models import Membership
 from approvals import audit
-from snapshots.models import Membership
 
 
 def _address(request) -> str:

@@ -11,9 +11,9 @@ from django.db import IntegrityError, transaction
 from django.utils import timezone
 from django_celery_beat.models import CrontabSchedule, PeriodicTask
 
+from accounts import access, roles
 from automations.models import Automation, AutomationRun
 from automations.schedule import CronError, parse_cron, period_of
-from inspect_web import access, roles
 from sessions import services as sessions
 from snapshots.models import Repository
 

@@ -9,9 +9,9 @@ from django.http import HttpRequest, HttpResponse
 from django.shortcuts import redirect, render
 from django.views.decorators.http import require_POST
 
+from accounts import access, roles
 from automations import services
 from automations.models import Automation
-from inspect_web import access, roles
 
 
 def _page(request: HttpRequest, *, error: str = "", form: dict | None = None, status: int = 200):

@@ -35,8 +35,8 @@ from pathlib import Path
 ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(ROOT))
 
+from bench.harness import OUT, Environment, daphne  # noqa: E402
 from bench.page import series  # noqa: E402
-from bench.stream import OUT, Environment, daphne  # noqa: E402
 
 TARGET_MS = 300
 DB_NAME = "inspect_bench_metrics"
@@ -55,7 +55,8 @@ def manager_of(prefix: str):
     from django.contrib.auth import get_user_model
     from django.test import Client
 
-    from snapshots.models import Membership, Repository, Role
+    from accounts.models import Membership, Role
+    from snapshots.models import Repository
 
     user = get_user_model().objects.create_user(f"{prefix}-manager", password="unused-password")
     Membership.objects.bulk_create(

@@ -30,7 +30,7 @@ from pathlib import Path
 ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(ROOT))
 
-from bench.stream import OUT, Environment, daphne, make_session  # noqa: E402
+from bench.harness import OUT, Environment, daphne, make_session  # noqa: E402
 
 TARGET_TTFB_MS = 150
 LINE = "collected 214 items; tests/test_widgets.py::test_round_trip PASSED [ 42%] (0.013 s)"

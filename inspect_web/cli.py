@@ -36,6 +36,8 @@ from typing import Any
 
 import httpx
 
+from inspect_web.text import inert
+
 OK, VERIFICATION_FAILED, USAGE, ERROR, SESSION_FAILED, INTERRUPTED = 0, 1, 2, 3, 4, 130
 DONE = {"idle", "pr_open", "merged", "closed", "failed", "cancelled"}
 RECONNECT_SECONDS = 2.0
@@ -193,25 +195,6 @@ class Terminal:
             with self._lock:
                 sys.stderr.write(f"\r\033[K{frame} {self.status}")
                 sys.stderr.flush()
-
-
-# Control characters an agent's output may carry (ANSI/OSC escapes that retitle the window,
-# clear the screen, write the clipboard or hide text; carriage returns that overwrite a line):
-# shown as caret notation (ESC is ^[), never passed to the terminal.
-_CONTROLS = {c: f"^{chr(c + 64)}" for c in range(32) if chr(c) not in "\n\t"}
-_CONTROLS.update({0x7F: "^?", **{c: f"\\x{c:02x}" for c in range(0x80, 0xA0)}})
-
-
-def inert(value: Any) -> Any:
-    """`value` (a string, or strings inside lists and dicts) with control characters made
-    visible, so printing it cannot drive the terminal."""
-    if isinstance(value, str):
-        return value.translate(_CONTROLS)
-    if isinstance(value, dict):
-        return {k: inert(v) for k, v in value.items()}
-    if isinstance(value, list):
-        return [inert(v) for v in value]
-    return value
 
 
 def describe(event: dict, term: Terminal, base_url: str = "") -> str | None:

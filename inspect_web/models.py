@@ -1,2 +1,2 @@
-# The project package is an app for its templates, commands and role groups; models live in the
-# apps named for what users see (snapshots, sessions, approvals).
+# The project package is an app for its templates and commands; models live in the apps named
+# for what users see (accounts, snapshots, sessions, approvals).

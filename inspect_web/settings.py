@@ -6,6 +6,7 @@ from pathlib import Path
 from urllib.parse import urlsplit
 
 from inspect_web import env
+from inspect_web.pricing import parse_prices
 from inspect_web.runtimes import AGENT_RUNTIMES, CLI_RUNTIMES
 
 BASE_DIR = Path(__file__).resolve().parent.parent
@@ -60,6 +61,7 @@ INSTALLED_APPS = [
     "allauth.socialaccount",
     "allauth.socialaccount.providers.github",
     "inspect_web",
+    "accounts",
     "snapshots",
     "sessions.apps.SessionsConfig",
     "approvals",
@@ -168,22 +170,13 @@ if SANDBOX_BACKEND == "modal" and not (MODAL_TOKEN_ID and MODAL_TOKEN_SECRET):
 # Egress of local sandboxes (snapshots/sandbox/netns.py): private addresses the operator lets
 # sandboxes reach, as name=ADDRESS[/PREFIX][:PORTS] entries ("mirror=10.1.2.3:443,
 # models=10.8.0.0/24:8000-8100"; IPv6 in brackets), and networks to refuse on top of loopback,
-# RFC 1918, CGNAT, link-local/metadata, ULA and the host's own addresses.
-try:
-    from snapshots.sandbox import netns  # stdlib only: no Django
-
-    EGRESS_EXCEPTIONS = netns.parse_exceptions(env.env_str("INSPECT_EGRESS_ALLOW_PRIVATE"))
-except ValueError as exc:
-    raise env.ConfigError("INSPECT_EGRESS_ALLOW_PRIVATE", str(exc)) from None
-try:
-    EGRESS_DENY = netns.parse_networks(env.env_str("INSPECT_EGRESS_DENY"))
-except ValueError as exc:
-    raise env.ConfigError("INSPECT_EGRESS_DENY", str(exc)) from None
+# RFC 1918, CGNAT, link-local/metadata, ULA and the host's own addresses. Kept as written: their
+# syntax is the sandbox's, so snapshots/egress_settings.py parses them, at start-up too, where a
+# bad entry stops the process naming its variable.
+EGRESS_EXCEPTIONS_SPEC = env.env_str("INSPECT_EGRESS_ALLOW_PRIVATE")
+EGRESS_DENY_SPEC = env.env_str("INSPECT_EGRESS_DENY")
 # Names the allowlist proxy resolves itself ("models.internal=10.8.0.5"): split DNS.
-try:
-    EGRESS_HOSTS = netns.parse_host_overrides(env.env_str("INSPECT_EGRESS_HOSTS"))
-except ValueError as exc:
-    raise env.ConfigError("INSPECT_EGRESS_HOSTS", str(exc)) from None
+EGRESS_HOSTS_SPEC = env.env_str("INSPECT_EGRESS_HOSTS")
 SNAPSHOT_KEEP = env.env_int("INSPECT_SNAPSHOT_KEEP", 3, minimum=1)
 SNAPSHOT_SETUP_TIMEOUT = env.env_int("INSPECT_SETUP_TIMEOUT", 1800, minimum=10)
 PREWARM_SECONDS = env.env_int("INSPECT_PREWARM_SECONDS", 120, minimum=5)
@@ -229,8 +222,6 @@ LLM_RETRIES = env.env_int("INSPECT_LLM_RETRIES", 4, minimum=0, maximum=10)
 # The built-in agent's model's context window: its conversation is summarised when near it.
 LLM_CONTEXT_TOKENS = env.env_int("INSPECT_LLM_CONTEXT_TOKENS", 128_000, minimum=1000)
 try:
-    from sessions.agents.pricing import parse_prices
-
     LLM_PRICES = parse_prices(env.env_str("INSPECT_LLM_PRICES"))
 except ValueError as exc:
     raise env.ConfigError("INSPECT_LLM_PRICES", str(exc)) from None
@@ -343,8 +334,8 @@ ACCOUNT_LOGOUT_REDIRECT_URL = "account_login"
 ACCOUNT_LOGIN_METHODS = {"username", "email"}
 ACCOUNT_SIGNUP_FIELDS = ["username*", "email", "password1*", "password2*"]
 ACCOUNT_EMAIL_VERIFICATION = "none"
-ACCOUNT_ADAPTER = "inspect_web.accounts.AccountAdapter"
-SOCIALACCOUNT_ADAPTER = "inspect_web.accounts.SocialAccountAdapter"
+ACCOUNT_ADAPTER = "accounts.identity.AccountAdapter"
+SOCIALACCOUNT_ADAPTER = "accounts.identity.SocialAccountAdapter"
 # Self-hosted: accounts are created by an admin unless signup is opened explicitly.
 OPEN_SIGNUP = env.env_bool("INSPECT_OPEN_SIGNUP", False)
 

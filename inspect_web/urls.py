@@ -1,8 +1,8 @@
 from django.contrib import admin
 from django.urls import include, path
 
+from accounts.identity import VerifiedPrimaryEmailView
 from inspect_web import health, views
-from inspect_web.accounts import VerifiedPrimaryEmailView
 from integrations.github import views as github_views
 
 urlpatterns = [
@@ -12,7 +12,7 @@ urlpatterns = [
     path("sessions/", include("sessions.urls")),
     path("sessions/", include("sessions.sandbox_urls")),  # screenshots, live preview
     path("snapshots/", include("snapshots.urls")),
-    path("approvals/", include("approvals.urls")),
+    path("approvals/", include("sessions.approval_urls")),  # approval and audit pages
     path("automations/", include("automations.urls")),
     path("api/", include("api.urls")),
     path("slack/", include("integrations.urls")),

@@ -2,7 +2,7 @@ from django.contrib.auth.decorators import login_required
 from django.http import HttpRequest, HttpResponse
 from django.shortcuts import render
 
-from inspect_web import access
+from accounts import access
 from sessions.models import Session
 
 

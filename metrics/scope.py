@@ -9,7 +9,7 @@ from django.core.exceptions import PermissionDenied
 from django.http import Http404
 from django.utils import timezone
 
-from inspect_web import access, roles
+from accounts import access, roles
 from metrics.figures import Period
 from snapshots.models import Repository
 

@@ -22,8 +22,9 @@ from django.contrib.auth.hashers import make_password
 from django.db import connection, transaction
 from django.utils import timezone
 
+from accounts.models import Membership, Role
 from sessions.models import Event, Prompt, PullRequest, ReviewEvent, Session, State
-from snapshots.models import Membership, Repository, Role
+from snapshots.models import Repository
 
 BATCH = 5000
 EVENT_KINDS = [("output", 14), ("tool_call", 2), ("tool_result", 2), ("agent_message", 1),

@@ -10,7 +10,7 @@ from django.shortcuts import render
 from django.utils.http import urlencode
 from django.views.decorators.http import require_POST
 
-from inspect_web import access
+from accounts import access
 from metrics.figures import PERIODS, MetricsReport
 from metrics.presentation import csv_rows, report_display
 from metrics.queries import metrics_report

@@ -9,6 +9,6 @@ class SessionsConfig(AppConfig):
 
     def ready(self) -> None:
         # The merge_pr executor of the approval gate, revert detection after a build's fetch,
-        # and the signals that make open websockets and streams re-check access when a
-        # membership or a user changes.
-        from sessions import live_access, pulls  # noqa: F401
+        # the receiver that logs a session's approval requests as events, and the signals that
+        # make open websockets and streams re-check access when a membership or a user changes.
+        from sessions import approval_events, live_access, pulls  # noqa: F401

@@ -9,7 +9,7 @@ from typing import Any
 
 from django.core.exceptions import PermissionDenied
 
-from inspect_web import access
+from accounts import access
 from sessions import services
 from sessions.agents.base import AgentError
 from sessions.agents.children import ChildPolicy

@@ -1,17 +1,22 @@
-"""`manage.py inspect session …`: start, prompt, stop and read sessions from the shell."""
+"""`manage.py inspect doctor|session …`: what this machine can run, and start, prompt, stop
+and read sessions from the shell."""
 
 from __future__ import annotations
 
 import json
 import time
 
-from django.contrib.auth import get_user_model
 from django.core.exceptions import PermissionDenied
 from django.core.management.base import CommandError
 
+from accounts import access
+from accounts.identity import user_named
+from inspect_web.text import inert
 from sessions import services
+from sessions.agents import doctor as agents_doctor
 from sessions.models import Session, State
 from sessions.stream.read import events_after, serialize
+from snapshots.backends import sandbox_backend
 from snapshots.models import Repository
 
 WAIT_DONE = {State.IDLE, State.FAILED, State.PR_OPEN, State.MERGED, State.CLOSED, State.CANCELLED}
@@ -19,6 +24,20 @@ TIMING_KEYS = ["queue_ms", "restore_ms", "sync_ms", "first_event_ms", "turn_ms"]
 
 
 def register(areas, command) -> None:
+    # Before `session`: the order `inspect --help` has always listed the areas in.
+    checkup = areas.add_parser(
+        "doctor",
+        help="what this machine's sandbox backend and agent runtimes can do",
+        description="what this machine's sandbox backend and agent runtimes can do",
+    )
+    checkup.set_defaults(handler=doctor)
+    checkup.called_from_command_line = True  # argparse errors print usage, not a traceback
+    checkup.add_argument(
+        "--install-agents",
+        action="store_true",
+        help="install the agent CLIs (the platform's pinned versions and those recipes pin) first",
+    )
+
     session = areas.add_parser("session", help="agent sessions").add_subparsers(
         dest="action", metavar="ACTION", required=True
     )
@@ -57,22 +76,7 @@ def register(areas, command) -> None:
     events.add_argument("--json", action="store_true")
 
 
-def _user(name: str | None):
-    users = get_user_model()
-    if name:
-        user = users.objects.filter(username=name).first()
-        if user is None:
-            raise CommandError(f"no user named {name!r}")
-        return user
-    user = users.objects.filter(is_superuser=True, is_active=True).order_by("pk").first()
-    if user is None:
-        raise CommandError("no admin account exists; pass --as USER")
-    return user
-
-
 def _session(pk: int, user) -> Session:
-    from inspect_web import access
-
     session = access.visible_to(user, Session.objects.filter(pk=pk)).first()
     if session is None:
         raise CommandError(f"no session {pk} on a repository {user.get_username()} is a member of")
@@ -80,7 +84,7 @@ def _session(pk: int, user) -> Session:
 
 
 def session_create(command, options) -> int:
-    user = _user(options["as_user"])
+    user = user_named(options["as_user"])
     repository = Repository.objects.filter(name=options["repo"]).first()
     if repository is None:
         raise CommandError(f"no repository named {options['repo']!r}")
@@ -102,7 +106,7 @@ def session_create(command, options) -> int:
 
 
 def session_prompt(command, options) -> int:
-    user = _user(options["as_user"])
+    user = user_named(options["as_user"])
     session = _session(options["id"], user)
     try:
         prompt = services.prompt_queue(session=session, author=user, text=options["text"])
@@ -130,7 +134,7 @@ def _finish(command, session: Session, options) -> int:
     elif options.get("wait") or options.get("inline"):
         command.stdout.write(f"session {session.pk} is {session.state}")
         if session.error:
-            command.stderr.write(session.error)
+            command.stderr.write(inert(session.error))
     return 1 if session.state == State.FAILED else 0
 
 
@@ -169,7 +173,7 @@ def _summary(session: Session) -> dict:
 
 
 def session_stop(command, options) -> int:
-    user = _user(options["as_user"])
+    user = user_named(options["as_user"])
     session = _session(options["id"], user)
     try:
         stopping = services.session_stop(session=session, user=user)
@@ -182,7 +186,7 @@ def session_stop(command, options) -> int:
 
 
 def session_events(command, options) -> int:
-    user = _user(options["as_user"])
+    user = user_named(options["as_user"])
     session = _session(options["id"], user)
     if options["after"] < 0:
         raise CommandError("--after must be 0 or a positive seq")
@@ -195,12 +199,31 @@ def session_events(command, options) -> int:
             if options["json"]:
                 command.stdout.write(json.dumps(serialize(event)))
             else:
-                command.stdout.write(f"{event.seq:>6} {event.kind:<14} {_brief(event.payload)}")
+                brief = inert(_brief(event.payload))
+                command.stdout.write(f"{event.seq:>6} {event.kind:<14} {brief}")
         after = page[-1].seq
 
 
 def _brief(payload: dict) -> str:
+    """A short line for an event; untrusted (agent-written) text: print it through `inert`."""
     for key in ("text", "message", "command", "path", "to"):
         if key in payload:
             return str(payload[key])[:160]
     return json.dumps(payload)[:160]
+
+
+def doctor(command, options) -> int:
+    failed = []
+    if options.get("install_agents"):
+        command.stdout.write("installing agent CLIs:")
+        failed = agents_doctor.install_agents(lambda line: command.stdout.write(f"  {line}"))
+    backend = sandbox_backend()
+    command.stdout.write(f"sandbox backend: {backend.name}")
+    for line in backend.doctor():
+        command.stdout.write(f"  {line}")
+    command.stdout.write("agent runtimes:")
+    for line in agents_doctor.runtime_lines():
+        command.stdout.write(f"  {line}")
+    for failure in failed:
+        command.stderr.write(f"inspect doctor: could not install {failure}")
+    return 1 if failed else 0

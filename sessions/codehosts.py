@@ -13,7 +13,7 @@ import base64
 from collections.abc import Callable
 from dataclasses import dataclass
 
-from inspect_web.accounts import verified_email
+from accounts.identity import verified_email
 from snapshots import mirror
 from snapshots.models import Repository
 

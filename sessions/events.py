@@ -16,17 +16,16 @@ import logging
 import os
 import threading
 import time
-import uuid
 from collections.abc import Iterable
 from dataclasses import dataclass
 from typing import Any
 
 from channels.layers import get_channel_layer
 from django.conf import settings
-from django.core.files.base import ContentFile
-from django.core.files.storage import default_storage
 from django.db import DatabaseError, InterfaceError, OperationalError, connection, transaction
 
+from inspect_web.text import cut
+from sessions import artifacts
 from sessions.event_kinds import KINDS, check_payload
 from sessions.models import Event, Session
 
@@ -51,25 +50,23 @@ class NewEvent:
 
 def _cap(session_id: int, kind: str, payload: dict[str, Any]) -> dict[str, Any]:
     """Keep a payload under MAX_PAYLOAD: the whole goes to an artifact, long strings keep
-    their head and tail, and the event links the artifact."""
+    their head and tail (inspect_web.text.cut), and the event links the artifact."""
     raw = json.dumps(payload, ensure_ascii=False, default=str)
     if len(raw.encode()) <= MAX_PAYLOAD:
         return payload
-    name = default_storage.save(
-        f"artifacts/session-{session_id}/{kind}-{uuid.uuid4().hex}.json",
-        ContentFile(raw.encode()),
-    )
+    link = artifacts.save(session_id, kind, raw.encode())
     capped: dict[str, Any] = {}
     for key, value in payload.items():
-        if isinstance(value, str) and len(value) > KEEP_HEAD + KEEP_TAIL:
-            capped[key] = value[:KEEP_HEAD]
-            capped[f"{key}_tail"] = value[-KEEP_TAIL:]
-            capped[f"{key}_omitted"] = len(value) - KEEP_HEAD - KEEP_TAIL
+        part = cut(value, KEEP_HEAD, KEEP_TAIL) if isinstance(value, str) else None
+        if part is not None and part.omitted:
+            capped[key] = part.head
+            capped[f"{key}_tail"] = part.tail
+            capped[f"{key}_omitted"] = part.omitted
         else:
             capped[key] = value
     if len(json.dumps(capped, default=str).encode()) > MAX_PAYLOAD:
         capped = {"summary": f"{kind} payload of {len(raw)} bytes, stored as an artifact"}
-    capped["artifact"] = default_storage.url(name)
+    capped["artifact"] = link
     capped["artifact_bytes"] = len(raw)
     return capped
 
@@ -92,7 +89,7 @@ def append_events(session_id: int, events: Iterable[NewEvent | tuple[str, dict]]
         elif event.kind not in KINDS:
             raise ValueError(f"unknown event kind {event.kind!r}")
     # Repository secrets never reach a stored event or artifact (approvals.secrets).
-    from approvals.secrets import redact_event_payload
+    from sessions.controls import redact_event_payload
 
     payloads = [
         _cap(session_id, e.kind, redact_event_payload(session_id, e.payload)) for e in batch
@@ -133,7 +130,7 @@ def _audit_actions(session_id: int, batch: list[NewEvent], payloads: list[dict],
         return
 
     def record() -> None:
-        from approvals.audit import record_session_actions
+        from sessions.controls import record_session_actions
 
         record_session_actions(session_id, audited)
 

@@ -9,7 +9,7 @@ Two paths, so that a lost notification is only a delay:
   at most 30 s), so a change made without a signal (a queryset update, another tool editing the
   database, a notification the channel layer dropped) is caught within it.
 
-A re-check asks the one access rule (inspect_web.access) about a freshly loaded user: a user
+A re-check asks the one access rule (accounts.access) about a freshly loaded user: a user
 deactivated since connecting, or no longer a member, is closed with 4403; what a role allows
 (typing in the terminal) is re-read too.
 """
@@ -30,9 +30,9 @@ from django.db.models.signals import post_delete, post_save
 from django.dispatch import receiver
 from django.http import Http404
 
-from inspect_web import access
+from accounts import access
+from accounts.models import Membership
 from sessions.models import Session
-from snapshots.models import Membership
 
 log = logging.getLogger(__name__)
 
@@ -55,7 +55,7 @@ def current_user(user_id: int):
 
 def seen_session(user, session_id: int, sessions=None) -> Session | None:
     """The session `user` may see, from `sessions` (a queryset of Session, to choose what is
-    loaded with it); None if there is none they may (the one access rule: inspect_web.access).
+    loaded with it); None if there is none they may (the one access rule: accounts.access).
     The membership check of every websocket and stream."""
     try:
         return access.get_visible_or_404(

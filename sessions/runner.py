@@ -15,10 +15,10 @@ from django.conf import settings
 from django.db import connection, transaction
 from django.utils import timezone
 
-from approvals.agent import SessionApprovals, agent_env
-from inspect_web.accounts import verified_email
+from accounts.identity import verified_email
 from sessions import conversations, services, states, turn_audit
 from sessions.agents import AgentError, get_runtime
+from sessions.agents.approvals import SessionApprovals, agent_env
 from sessions.agents.base import EVENT_KIND, Author, Turn
 from sessions.agents.providers import turn_limits
 from sessions.children import SessionChildren

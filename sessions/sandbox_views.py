@@ -1,5 +1,5 @@
-"""Views into a session's sandbox: its screenshots and its live preview. Members only (404 for
-everyone else, as for a session that does not exist)."""
+"""Views into a session's sandbox and files: its screenshots, its event artifacts and its live
+preview. Members only (404 for everyone else, as for a session that does not exist)."""
 
 from __future__ import annotations
 
@@ -12,10 +12,12 @@ from django.http import FileResponse, Http404, HttpRequest, HttpResponse
 from django.shortcuts import redirect
 from django.views.decorators.csrf import csrf_exempt
 
+from accounts import access
 from approvals.audit import record
-from inspect_web import access
+from sessions import artifacts
 from sessions import preview as live
 from sessions import preview_origin as origin
+from sessions.live_access import visible_session
 from sessions.models import Session
 from sessions.screenshots import artifact_name, preview_port, screenshot_link_valid
 
@@ -34,6 +36,22 @@ def screenshot_image(request: HttpRequest, pk: int, key: str) -> HttpResponse:
         raise Http404("No such screenshot in this session.")
     response = FileResponse(default_storage.open(name, "rb"), content_type="image/png")
     response["Cache-Control"] = "private, max-age=86400, immutable"
+    return response
+
+
+def event_artifact(request: HttpRequest, pk: int, name: str) -> HttpResponse:
+    """One artifact of session `pk`, for members of its repository (the live streams' access
+    check, sessions.live_access.visible_session)."""
+    if not request.user.is_authenticated:
+        return redirect_to_login(request.get_full_path())
+    if visible_session(request.user, pk) is None:
+        raise Http404("No session matches this address.")
+    path = artifacts.path_of(pk, name)
+    if not artifacts.NAME.match(name) or not default_storage.exists(path):
+        raise Http404("No such artifact in this session.")
+    response = FileResponse(default_storage.open(path, "rb"), content_type="application/json")
+    response["Cache-Control"] = "private, max-age=86400, immutable"
+    response["X-Content-Type-Options"] = "nosniff"
     return response
 
 

@@ -9,7 +9,7 @@ from django.db import transaction
 from django.dispatch import Signal
 from django.utils import timezone
 
-from inspect_web import access, roles
+from accounts import access, roles
 from inspect_web.redis_client import get_redis
 from sessions import states
 from sessions.agents import AgentError, validate_agent

@@ -5,7 +5,6 @@ from __future__ import annotations
 from sessions.models import State
 
 ACTIVE = {State.PROVISIONING, State.SYNCING, State.RUNNING, State.VERIFYING}
-FINISHED = {State.MERGED, State.CLOSED, State.FAILED, State.CANCELLED}
 
 TRANSITIONS: dict[str, set[str]] = {
     State.QUEUED: {State.PROVISIONING, State.FAILED, State.CANCELLED},

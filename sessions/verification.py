@@ -7,8 +7,9 @@ from __future__ import annotations
 import threading
 import time
 
-from approvals.agent import SessionApprovals
+from inspect_web.text import cut
 from sessions import services
+from sessions.agents.approvals import SessionApprovals
 from sessions.events import append_event
 from sessions.models import Prompt, Session
 from snapshots.sandbox import ExecResult, Sandbox
@@ -19,9 +20,8 @@ VERIFY_TIMEOUT_SECONDS = 900
 
 def head_tail(text: str) -> dict:
     """A command's output as its event keeps it: the head and the tail of a long one."""
-    if len(text) <= OUTPUT_HEAD + OUTPUT_TAIL:
-        return {"output_head": text, "output_tail": ""}
-    return {"output_head": text[:OUTPUT_HEAD], "output_tail": text[-OUTPUT_TAIL:]}
+    part = cut(text, OUTPUT_HEAD, OUTPUT_TAIL)
+    return {"output_head": part.head, "output_tail": part.tail}
 
 
 def record_command(

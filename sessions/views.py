@@ -11,7 +11,7 @@ from django.utils.html import format_html
 from django.utils.safestring import mark_safe
 from django.views.decorators.http import require_POST
 
-from inspect_web import access, roles
+from accounts import access, roles
 from sessions import rendering, services
 from sessions.agents import RUNTIME_NAMES
 from sessions.forms import NewSessionForm

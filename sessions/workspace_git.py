@@ -6,6 +6,7 @@ import shlex
 from collections.abc import Sequence
 from dataclasses import dataclass
 
+from inspect_web.text import cut
 from sessions.agents.base import Author
 from snapshots.sandbox import Sandbox, SandboxError
 
@@ -86,7 +87,7 @@ def diff_against(sandbox: Sandbox, base: str) -> list[FileDiff]:
                 added=0 if binary else int(added),
                 removed=0 if binary else int(removed),
                 binary=binary,
-                patch=text if len(text) <= MAX_PATCH else text[:MAX_PATCH] + "\n… (truncated)\n",
+                patch=cut(text, MAX_PATCH, 0).joined("\n… (truncated)\n"),
             )
         )
     return files

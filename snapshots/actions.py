@@ -6,7 +6,7 @@ from __future__ import annotations
 from celery import current_app
 from django.db import transaction
 
-from inspect_web import access, roles
+from accounts import access, roles
 from snapshots.models import Repository
 
 REFRESH_TASK = "snapshots.tasks.refresh_snapshot"

@@ -7,6 +7,7 @@ import os
 from django.conf import settings
 
 from snapshots import agent_installs
+from snapshots.egress_settings import egress_settings
 from snapshots.sandbox import BackendUnavailable, SandboxBackend
 
 _backends: dict[tuple[int, str], SandboxBackend] = {}
@@ -28,12 +29,13 @@ def _build(name: str) -> SandboxBackend:
         from snapshots.sandbox.local import LocalBackend
 
         runtime = name.removeprefix("local-") if name != "local" else settings.SANDBOX_RUNTIME
+        egress = egress_settings()
         return LocalBackend(
             root=settings.SANDBOX_ROOT,
             runtime=runtime,
-            egress_exceptions=settings.EGRESS_EXCEPTIONS,
-            egress_deny=settings.EGRESS_DENY,
-            egress_hosts=settings.EGRESS_HOSTS,
+            egress_exceptions=egress.exceptions,
+            egress_deny=egress.deny,
+            egress_hosts=egress.hosts,
             disk_bytes=settings.SANDBOX_DISK_BYTES,
             tools_dir=settings.AGENT_CLIS_DIR,
         )

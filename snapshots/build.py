@@ -22,11 +22,11 @@ from django.conf import settings
 from django.db import transaction
 from django.utils import timezone
 
-from approvals.egress import as_json, egress_for_build
+from approvals.redaction import redact
 from inspect_web.redis_client import get_redis
-from sessions.agents.redaction import redact
 from snapshots import agent_installs, mirror
 from snapshots.backends import sandbox_backend
+from snapshots.egress import as_json, egress_for_build
 from snapshots.models import Repository, Snapshot
 from snapshots.recipe import (
     LOCKFILE_PATTERNS,

@@ -1,4 +1,4 @@
-"""`manage.py inspect repo|snapshot|sandbox|doctor …`."""
+"""`manage.py inspect repo|snapshot|sandbox …`."""
 
 from __future__ import annotations
 
@@ -11,8 +11,9 @@ from django.contrib.auth import get_user_model
 from django.core.exceptions import ValidationError
 from django.core.management.base import CommandError
 
+from accounts.models import Membership, Role
 from snapshots import mirror
-from snapshots.models import Membership, Repository, Role, Snapshot
+from snapshots.models import Repository, Snapshot
 
 
 def register(areas, command) -> None:
@@ -60,17 +61,9 @@ def register(areas, command) -> None:
     run.add_argument("--branch")
     run.add_argument("argv", nargs="+", metavar="CMD")
 
-    checkup = sub(
-        areas, "doctor", doctor, "what this machine's sandbox backend and agent runtimes can do"
-    )
-    checkup.add_argument(
-        "--install-agents",
-        action="store_true",
-        help="install the agent CLIs (the platform's pinned versions and those recipes pin) first",
-    )
 
-
-def _repository(name: str) -> Repository:
+def repository_named(name: str) -> Repository:
+    """The repository called `name`; CommandError lists the known ones."""
     try:
         return Repository.objects.get(name=name)
     except Repository.DoesNotExist:
@@ -168,7 +161,7 @@ def _snapshot_json(snapshot: Snapshot) -> dict:
 def snapshot_refresh(command, options) -> int:
     from snapshots.build import snapshot_build
 
-    repository = _repository(options["name"])
+    repository = repository_named(options["name"])
     echo = None if options["json"] else command.stdout.write
     snapshot = snapshot_build(repository, branch=options["branch"], echo=echo)
     data = _snapshot_json(snapshot)
@@ -188,7 +181,7 @@ def snapshot_refresh(command, options) -> int:
 def snapshot_list(command, options) -> int:
     snapshots = Snapshot.objects.select_related("repository")
     if options["name"]:
-        snapshots = snapshots.filter(repository=_repository(options["name"]))
+        snapshots = snapshots.filter(repository=repository_named(options["name"]))
     rows = [_snapshot_json(s) for s in snapshots[:200]]
     if options["json"]:
         command.stdout.write(json.dumps(rows))
@@ -213,7 +206,7 @@ def sandbox_exec(command, options) -> int:
     from snapshots.restore import NoSnapshot, restore_sandbox
     from snapshots.sandbox import SandboxError
 
-    repository = _repository(options["name"])
+    repository = repository_named(options["name"])
     argv = options["argv"]
     started = time.perf_counter()
     try:
@@ -252,23 +245,3 @@ def sandbox_exec(command, options) -> int:
             )
         )
     return result.exit_code
-
-
-def doctor(command, options) -> int:
-    from sessions.agents import doctor as agents_doctor
-    from snapshots.backends import sandbox_backend
-
-    failed = []
-    if options.get("install_agents"):
-        command.stdout.write("installing agent CLIs:")
-        failed = agents_doctor.install_agents(lambda line: command.stdout.write(f"  {line}"))
-    backend = sandbox_backend()
-    command.stdout.write(f"sandbox backend: {backend.name}")
-    for line in backend.doctor():
-        command.stdout.write(f"  {line}")
-    command.stdout.write("agent runtimes:")
-    for line in agents_doctor.runtime_lines():
-        command.stdout.write(f"  {line}")
-    for failure in failed:
-        command.stderr.write(f"inspect doctor: could not install {failure}")
-    return 1 if failed else 0

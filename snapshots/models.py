@@ -1,21 +1,11 @@
 from __future__ import annotations
 
-from django.conf import settings
 from django.core.validators import RegexValidator
 from django.db import models
 from django.urls import reverse
 
 from inspect_web.runtimes import REPOSITORY_DEFAULT_RUNTIMES
 from snapshots.sandbox import NetworkPolicy
-
-
-class Role(models.TextChoices):
-    """A member's role on one repository; each is a Django group holding its permissions."""
-
-    ENGINEER = "engineer", "Engineer"
-    REVIEWER = "reviewer", "Reviewer"
-    MANAGER = "manager", "Manager"
-    ADMIN = "admin", "Admin"
 
 
 class Repository(models.Model):
@@ -40,7 +30,7 @@ class Repository(models.Model):
         choices=[(name, name) for name in REPOSITORY_DEFAULT_RUNTIMES],
         help_text="Agent for new sessions here; empty: the site's INSPECT_DEFAULT_AGENT.",
     )
-    # The egress in force (DESIGN.md invariant 3): changed only by approvals.egress, so neither
+    # The egress in force (DESIGN.md invariant 3): changed only by snapshots.egress, so neither
     # the repository's own recipe file nor the dashboard can widen it around the approval gate.
     approved_egress = models.JSONField(
         default=dict,
@@ -66,23 +56,6 @@ class Repository(models.Model):
         """The last approved egress policy (`none` until one is approved)."""
         data = self.approved_egress or {}
         return NetworkPolicy(data.get("mode", "none"), tuple(data.get("domains", ())))
-
-
-class Membership(models.Model):
-    user = models.ForeignKey(
-        settings.AUTH_USER_MODEL, on_delete=models.CASCADE, related_name="memberships"
-    )
-    repository = models.ForeignKey(Repository, on_delete=models.CASCADE, related_name="memberships")
-    role = models.CharField(max_length=20, choices=Role.choices, default=Role.ENGINEER)
-    created_at = models.DateTimeField(auto_now_add=True)
-
-    class Meta:
-        constraints = [
-            models.UniqueConstraint(fields=["user", "repository"], name="one_membership_per_repo")
-        ]
-
-    def __str__(self) -> str:
-        return f"{self.user} is {self.role} on {self.repository}"
 
 
 class Snapshot(models.Model):

@@ -9,13 +9,13 @@ from dataclasses import dataclass, field, replace
 from functools import partial
 
 from approvals.audit import record
-from approvals.egress import egress_in_force
 from snapshots import mirror
 from snapshots.actions import snapshot_refresh_request
 from snapshots.backends import sandbox_backend
+from snapshots.egress import egress_in_force
 from snapshots.models import Repository, Snapshot
 from snapshots.recipe import LOCKFILE_PATTERNS, Recipe, parse_recipe
-from snapshots.sandbox import ExecResult, Limits, Sandbox, SandboxError, SnapshotRef
+from snapshots.sandbox import ExecResult, Limits, NetworkPolicy, Sandbox, SandboxError, SnapshotRef
 
 SYNC_BUNDLE = ".git/inspect-sync.bundle"
 GIT = "git -c safe.directory=*"
@@ -61,6 +61,22 @@ def recipe_of(snapshot: Snapshot) -> Recipe:
         else Recipe()
     )
     return replace(recipe, egress=egress_in_force(snapshot.repository, recipe.egress))
+
+
+def current_recipe(repository: Repository) -> Recipe:
+    """The dashboard's recipe, else the newest ready snapshot's, else the default; its egress
+    is the egress in force."""
+    if repository.recipe_override.strip():
+        recipe = parse_recipe(repository.recipe_override, where="the recipe set in the dashboard")
+        return replace(recipe, egress=egress_in_force(repository, recipe.egress))
+    snapshot = (
+        Snapshot.objects.filter(repository=repository, state=Snapshot.State.READY)
+        .order_by("-created_at")
+        .first()
+    )
+    if snapshot is None:
+        return replace(Recipe(), egress=egress_in_force(repository, NetworkPolicy()))
+    return recipe_of(snapshot)
 
 
 def restore_sandbox(

@@ -1,13 +1,13 @@
-from django.conf import settings
 from django.contrib import messages
 from django.contrib.auth.decorators import login_required
 from django.http import HttpRequest, HttpResponse
 from django.shortcuts import get_object_or_404, redirect, render
 from django.views.decorators.http import require_POST
 
-from approvals.egress import describe, egress_in_force, widening_requests
-from inspect_web import access, roles
+from accounts import access, roles
 from snapshots.actions import snapshot_refresh_request
+from snapshots.egress import describe, egress_in_force, widening_requests
+from snapshots.egress_settings import egress_settings
 from snapshots.models import Snapshot
 
 
@@ -34,7 +34,7 @@ def snapshot_list(request: HttpRequest) -> HttpResponse:
                 "egress_requests": widening_requests(repository),
             }
         )
-    context = {"rows": rows, "egress_exceptions": settings.EGRESS_EXCEPTIONS}
+    context = {"rows": rows, "egress_exceptions": egress_settings().exceptions}
     return render(request, "snapshots/list.html", context)
 
 

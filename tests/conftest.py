@@ -102,7 +102,8 @@ def platform_clis() -> Path:
 def team(db) -> Team:
     from django.contrib.auth import get_user_model
 
-    from snapshots.models import Membership, Repository, Role
+    from accounts.models import Membership, Role
+    from snapshots.models import Repository
 
     users = get_user_model()
     repository = Repository.objects.create(name="widgets", url="/srv/git/widgets.git")

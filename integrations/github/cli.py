@@ -6,10 +6,11 @@ from django.contrib.auth import get_user_model
 from django.core.management.base import CommandError
 from django.db import transaction
 
+from accounts.models import Membership, Role
 from integrations.github.codehost import repository_link_github
 from integrations.github.models import GitHubLink
 from sessions.codehosts import CodeHostError
-from snapshots.models import Membership, Repository, Role
+from snapshots.models import Repository
 
 
 def register(areas, command) -> None:

@@ -31,8 +31,8 @@ from django.db import IntegrityError, transaction
 from django.utils import timezone
 from django.utils.dateparse import parse_datetime
 
+from accounts import access, roles
 from approvals import audit
-from inspect_web import access, roles
 from integrations.github.models import GitHubLink, WebhookDelivery
 from sessions import pulls
 from sessions.events import append_event

@@ -11,8 +11,8 @@ from django.conf import settings
 from django.core.exceptions import PermissionDenied
 from slack_sdk.errors import SlackApiError
 
-from inspect_web import access
-from inspect_web.accounts import users_by_verified_email
+from accounts import access
+from accounts.identity import users_by_verified_email
 from integrations.models import SlackThread, SlackUser
 from integrations.slack import routing
 from integrations.slack.blocks import status_blocks

@@ -62,8 +62,9 @@ class ChildSessions(ABC):
 
 
 class ApprovalGate(ABC):
-    """What a tool asks before an irreversible command (see approvals/agent.py): whether the
-    command needs a reviewer, then a decision (waiting for it), then the result to record."""
+    """What a tool asks before an irreversible command (see sessions/agents/approvals.py):
+    whether the command needs a reviewer, then a decision (waiting for it), then the result to
+    record."""
 
     @abstractmethod
     def needs_approval(self, command: str) -> bool: ...

@@ -23,10 +23,10 @@ import time
 from collections.abc import Callable, Generator, Iterator, Mapping
 from typing import Any, TypeVar
 
+from approvals.redaction import Redactor
 from sessions.agents import pricing
 from sessions.agents.base import AgentEvent, AgentRuntime, Conversation, Turn
 from sessions.agents.llm import Entry, ModelClient, ModelError, ModelReply, ToolCall
-from sessions.agents.redaction import Redactor
 from sessions.agents.tools import Stopped, Toolbox, ToolInputError, ToolOutcome
 from sessions.agents.transcript import (
     CHARS_PER_TOKEN,

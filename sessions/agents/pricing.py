@@ -1,8 +1,8 @@
 """What a model call cost, where the price is known.
 
 Prices are USD per million tokens (input, output), from the providers' public price pages; a
-deployment adds or corrects entries with INSPECT_LLM_PRICES. A model missing from the table
-reports its tokens and `cost_usd: null`, never a guess.
+deployment adds or corrects entries with INSPECT_LLM_PRICES (parsed by inspect_web/pricing.py).
+A model missing from the table reports its tokens and `cost_usd: null`, never a guess.
 """
 
 from __future__ import annotations
@@ -30,27 +30,6 @@ PRICES: dict[str, tuple[float, float]] = {
     "claude-3-5-haiku": (0.80, 4.00),
     "claude-haiku-4-5": (1.00, 5.00),
 }
-
-
-def parse_prices(text: str) -> dict[str, tuple[float, float]]:
-    """Parse INSPECT_LLM_PRICES: `model=INPUT/OUTPUT,...` in USD per million tokens.
-
-    Raises ValueError naming the bad entry."""
-    prices: dict[str, tuple[float, float]] = {}
-    for entry in (e.strip() for e in text.split(",")):
-        if not entry:
-            continue
-        model, sep, pair = entry.partition("=")
-        given, slash, taken = pair.partition("/")
-        try:
-            if not (sep and slash and model.strip()):
-                raise ValueError
-            prices[model.strip()] = (float(given), float(taken))
-        except ValueError:
-            raise ValueError(
-                f"{entry!r} is not MODEL=INPUT/OUTPUT (USD per million tokens), e.g. gpt-4.1=2/8"
-            ) from None
-    return prices
 
 
 def price_of(model: str, extra: Mapping[str, tuple[float, float]] | None = None):

@@ -14,6 +14,7 @@ from collections.abc import Callable, Generator, Mapping
 from dataclasses import dataclass, field
 from typing import Any
 
+from inspect_web.text import shorten
 from sessions.agents.base import AgentError, AgentEvent, ApprovalGate, ChildSessions
 from snapshots.sandbox import (
     ExecHandle,
@@ -171,10 +172,7 @@ def _arg(args: Mapping[str, Any], name: str, kind: type, default: Any = ...) -> 
 
 
 def head_tail(text: str, limit: int = MODEL_OUTPUT_CHARS) -> str:
-    if len(text) <= limit:
-        return text
-    half = limit // 2
-    return f"{text[:half]}\n… [{len(text) - limit} characters omitted] …\n{text[-half:]}"
+    return shorten(text, limit)
 
 
 def line_counts(before: str, after: str) -> tuple[int, int]:

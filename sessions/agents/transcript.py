@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import json
 
+from inspect_web.text import cut, shorten
 from sessions.agents.base import Turn
 from sessions.agents.llm import Entry, user_text
 
@@ -80,16 +81,14 @@ def summary_request(summary: str, entries: list[Entry], max_chars: int) -> Entry
                 lines.append(f"AGENT CALLED {call['name']}: {call['arguments']}")
         else:
             content = entry.get("content") or ""
-            if len(content) > TOOL_RESULT_CHARS_IN_SUMMARY:
-                content = content[:TOOL_RESULT_CHARS_IN_SUMMARY] + " […]"
+            content = cut(content, TOOL_RESULT_CHARS_IN_SUMMARY, 0).joined(" […]")
             status = "FAILED" if entry.get("is_error") else "RESULT"
             lines.append(f"{status} of {entry.get('name')}: {content}")
     text = "\n".join(lines)
-    if len(text) > max_chars:  # the task (first) and the newest work (last) matter most
-        head = max_chars // 4
-        tail = max_chars - head
-        omitted = len(text) - head - tail
-        text = text[:head] + f"\n[… {omitted:,} characters omitted …]\n" + text[-tail:]
+    # The task (first) and the newest work (last) matter most.
+    text = shorten(
+        text, max_chars, head=max_chars // 4, marker="\n[… {omitted:,} characters omitted …]\n"
+    )
     earlier = f"The summary of what came before:\n{summary}\n\n" if summary else ""
     return {
         "role": "user",

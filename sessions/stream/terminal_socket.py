@@ -37,7 +37,7 @@ import time
 
 from channels.db import database_sync_to_async
 
-from inspect_web import access, roles
+from accounts import access, roles
 from sessions import live_access
 from sessions.models import Session
 from sessions.stream.base import (

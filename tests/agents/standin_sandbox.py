@@ -1,10 +1,15 @@
 """Real sandboxes (the local backend, the platform's pinned agent CLIs on PATH) whose allowlist
-egress reaches the stand-in model (tests/standin_model.py) through the sandbox's proxy: what the
-tests of the real CLIs run in.
+egress reaches stand-in model servers (tests/standin_model/) through the sandbox's proxy: what
+the tests of the real CLIs run in. The one home of "a LocalBackend routed to the stand-in model"
+(Claude Code, Codex and OpenCode tests alike).
 
-Each `StandinSandboxes` uses a NAT group of its own: the host nftables table of a group holds
-one operator configuration (the last backend to load it wins), so test processes running at the
-same time, each with its own stand-in port, would otherwise refuse each other's stand-in."""
+Each server is reached by a name only the sandbox's egress proxy resolves (``model.test`` for
+one stand-in; attack tests add an attacker's server under a name of its own), with an operator
+exception for exactly its address and port.
+
+`standin_sandboxes` gives each run a NAT group of its own: the host nftables table of a group
+holds one operator configuration (the last backend to load it wins), so test processes running
+at the same time, each with its own stand-in port, would otherwise refuse each other's stand-in."""
 
 from __future__ import annotations
 
@@ -16,47 +21,83 @@ from pathlib import Path
 
 import pytest
 
+from snapshots.sandbox.base import Limits, NetworkPolicy, Sandbox, SnapshotRef
+from snapshots.sandbox.local import LocalBackend
+from tests.security.test_sandbox_network import _skip_reason
 from tests.standin_model import SandboxRoute, StandinModel
 
 STANDIN_KEY = "sk-standin-claude-0123456789abcdef"
 
 
-class StandinSandboxes:
-    def __init__(self, root: Path, tools_dir: Path, standin: StandinModel) -> None:
-        from snapshots.sandbox.local import LocalBackend
+def skip_without_sandbox() -> None:
+    if reason := _skip_reason("bwrap"):
+        pytest.skip(reason)
 
+
+class StandinSandboxes:
+    """A local backend under ``root`` whose sandboxes reach each of ``servers`` ({name: server})
+    as ``urls[name]``; ``route``/``standin`` are the first server's. Its NAT group is its own
+    (derived from the first server's port; its nftables table is deleted on close); ``limits``:
+    those of every sandbox (the backend's default when None)."""
+
+    def __init__(
+        self,
+        root: Path,
+        tools_dir: Path | None,
+        servers: Mapping[str, StandinModel],
+        *,
+        limits: Limits | None = None,
+    ) -> None:
         self.root = root
-        self.standin = standin
-        self.route: SandboxRoute = standin.sandbox_route()
-        self.nat_gid = 120_000 + standin.port % 10_000
+        routes = {name: server.sandbox_route(name) for name, server in servers.items()}
+        self.standin = next(iter(servers.values()))
+        self.route: SandboxRoute = next(iter(routes.values()))
+        self.urls = {name: route.url for name, route in routes.items()}
+        self.nat_gid = 120_000 + self.standin.port % 10_000
+        self.limits = limits
+        hosts: dict[str, str] = {}
+        exceptions: tuple = ()
+        for route in routes.values():
+            hosts.update(route.egress_hosts)
+            exceptions += route.egress_exceptions
         self.backend = LocalBackend(
             root / "sandboxes",
-            egress_hosts=self.route.egress_hosts,
-            egress_exceptions=self.route.egress_exceptions,
+            egress_hosts=hosts,
+            egress_exceptions=exceptions,
             tools_dir=tools_dir,
             nat_gid=self.nat_gid,
         )
-        self._boxes: list = []
+        self._boxes: list[Sandbox] = []
         self._trees = 0
 
-    def create(self, files: Mapping[str, str]):
-        """A sandbox whose workspace holds `files` (with a .git directory, as a clone has)."""
+    def snapshot(self, files: Mapping[str, str | bytes], *, git: str = "dir") -> SnapshotRef:
+        """A snapshot of a tree holding `files`. ``git``: "dir" an empty .git directory (as a
+        clone has one), "commit" a repository with the files committed, "none" no .git."""
         self._trees += 1
         src = self.root / f"tree{self._trees}"
-        (src / ".git").mkdir(parents=True)
-        for name, text in files.items():
+        src.mkdir(parents=True)
+        if git == "dir":
+            (src / ".git").mkdir()
+        for name, content in files.items():
             (src / name).parent.mkdir(parents=True, exist_ok=True)
-            (src / name).write_text(text)
-        return self.restore(self.backend.snapshot_from_directory(str(src)))
+            (src / name).write_bytes(content.encode() if isinstance(content, str) else content)
+        if git == "commit":
+            run = ["git", "-C", str(src), "-c", "user.name=t", "-c", "user.email=t@example.com"]
+            subprocess.run([*run, "init", "-q"], check=True)
+            subprocess.run([*run, "add", "."], check=True)
+            subprocess.run([*run, "commit", "-qm", "start"], check=True)
+        return self.backend.snapshot_from_directory(str(src))
 
-    def restore(self, ref):
+    def create(self, files: Mapping[str, str | bytes], *, git: str = "dir") -> Sandbox:
+        """A sandbox whose workspace holds `files` (see `snapshot`)."""
+        return self.restore(self.snapshot(files, git=git))
+
+    def restore(self, ref: SnapshotRef) -> Sandbox:
         """A sandbox from a snapshot (as the next turn of a session starts from the last)."""
-        from snapshots.sandbox.base import Limits, NetworkPolicy
-
         box = self.backend.create(
             snapshot=ref,
-            network=NetworkPolicy("allowlist", (self.route.name,)),
-            limits=Limits(wall_seconds=900, memory_mb=2048, pids=256),
+            network=NetworkPolicy("allowlist", tuple(self.urls)),
+            limits=self.limits,
         )
         self._boxes.append(box)
         return box
@@ -77,12 +118,15 @@ class StandinSandboxes:
 
 @contextlib.contextmanager
 def standin_sandboxes(root: Path, tools_dir: Path) -> Iterator[StandinSandboxes]:
-    from tests.security.test_sandbox_network import _skip_reason
-
-    if reason := _skip_reason("bwrap"):
-        pytest.skip(reason)
+    """One stand-in (key `STANDIN_KEY`) and sandboxes that reach it."""
+    skip_without_sandbox()
     with StandinModel(key=STANDIN_KEY) as standin:
-        made = StandinSandboxes(root, tools_dir, standin)
+        made = StandinSandboxes(
+            root,
+            tools_dir,
+            {"model.test": standin},
+            limits=Limits(wall_seconds=900, memory_mb=2048, pids=256),
+        )
         try:
             yield made
         finally:

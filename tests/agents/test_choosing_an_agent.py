@@ -2,10 +2,11 @@
 
 import pytest
 
+from approvals.redaction import redact
 from sessions.agents import RUNTIME_NAMES, get_runtime, validate_agent
 from sessions.agents.base import AgentError, AgentEvent, AgentRuntime
 from sessions.agents.providers import llm_provider, turn_limits
-from sessions.agents.redaction import RedactingRuntime, redact
+from sessions.agents.redaction import RedactingRuntime
 from tests.agents.conftest import MODEL_KEY
 
 

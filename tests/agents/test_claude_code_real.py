@@ -1,5 +1,5 @@
 """The real Claude Code (the platform's pinned @anthropic-ai/claude-code) in a real sandbox,
-against the stand-in model (tests/standin_model.py): a change, a second person's follow-up that
+against the stand-in model (tests/standin_model/): a change, a second person's follow-up that
 undoes it in the same conversation (resumed from the state the snapshot carried), a conversation
 whose state was lost, a model the API refuses, usage, and images."""
 

@@ -11,7 +11,6 @@ import os
 import secrets
 import shutil
 import struct
-import subprocess
 import time
 import zlib
 
@@ -20,6 +19,7 @@ import pytest
 from sessions.agents import pricing
 from sessions.agents.base import Author, Conversation, Image, Turn, TurnLimits
 from sessions.agents.codex import CodexAgent
+from tests.agents.standin_sandbox import StandinSandboxes
 from tests.standin_model import StandinModel
 
 pytestmark = [
@@ -55,51 +55,29 @@ def standin():
 
 
 @pytest.fixture(scope="module")
-def backend(tmp_path_factory, platform_clis, standin):
-    from snapshots.sandbox.local import LocalBackend
-
-    route = standin.sandbox_route()
-    be = LocalBackend(
-        tmp_path_factory.mktemp("codex-sandboxes"),
-        egress_hosts=route.egress_hosts,
-        egress_exceptions=route.egress_exceptions,
-        tools_dir=platform_clis,
+def sandboxes(tmp_path_factory, platform_clis, standin):
+    """Sandboxes reaching only the stand-in, from a committed repository (``sandboxes.base``)."""
+    made = StandinSandboxes(
+        tmp_path_factory.mktemp("codex"), platform_clis, {"model.test": standin}
     )
-    src = tmp_path_factory.mktemp("codex-repo")
-    (src / "README.md").write_text("# widgets\n")
-    git = ["git", "-C", str(src), "-c", "user.name=t", "-c", "user.email=t@example.com"]
-    subprocess.run([*git, "init", "-q"], check=True)
-    subprocess.run([*git, "add", "."], check=True)
-    subprocess.run([*git, "commit", "-qm", "start"], check=True)
-    be.base = be.snapshot_from_directory(str(src))  # type: ignore[attr-defined]
-    be.route = route  # type: ignore[attr-defined]
-    yield be
-    for sid in be.list_sandboxes():
-        be.attach(sid).terminate()
-
-
-def sandbox_of(backend, snapshot=None):
-    from snapshots.sandbox.base import NetworkPolicy
-
-    return backend.create(
-        snapshot=snapshot or backend.base,
-        network=NetworkPolicy("allowlist", (backend.route.name,)),
-    )
+    made.base = made.snapshot({"README.md": "# widgets\n"}, git="commit")  # type: ignore[attr-defined]
+    yield made
+    made.close()
 
 
 @pytest.fixture
-def box(backend, standin):
+def box(sandboxes, standin):
     standin.clear()
-    sandbox = sandbox_of(backend)
+    sandbox = sandboxes.restore(sandboxes.base)
     yield sandbox
     sandbox.terminate()
 
 
-def codex(backend, *, model: str = "gpt-5-codex", key: str = KEY, base_url: str = ""):
+def codex(sandboxes, *, model: str = "gpt-5-codex", key: str = KEY, base_url: str = ""):
     return CodexAgent(
         env={"CODEX_API_KEY": key},
         model=model,
-        base_url=base_url or backend.route.url + "/v1",
+        base_url=base_url or sandboxes.route.url + "/v1",
     )
 
 
@@ -117,13 +95,13 @@ def request_text(request) -> str:
 
 
 def test_a_change_then_another_users_undo_resumes_the_thread_from_the_snapshot(
-    backend, box, standin, settings
+    sandboxes, box, standin, settings
 ):
     settings.LLM_MODEL = ""
     settings.AGENT_MODELS = {}
     conversation = Conversation()
     first = list(
-        codex(backend, model="").run(
+        codex(sandboxes, model="").run(
             turn(box, "create notes.txt with hello", conversation=conversation)
         )
     )
@@ -148,10 +126,10 @@ def test_a_change_then_another_users_undo_resumes_the_thread_from_the_snapshot(
     # The next turn runs where the session's snapshot is restored, as the runner does.
     snapshot = box.snapshot()
     standin.clear()
-    later = sandbox_of(backend, snapshot)
+    later = sandboxes.restore(snapshot)
     try:
         second = list(
-            codex(backend, model="").run(
+            codex(sandboxes, model="").run(
                 turn(later, "undo what you just did", GRACE, conversation=conversation)
             )
         )
@@ -172,15 +150,15 @@ def test_a_change_then_another_users_undo_resumes_the_thread_from_the_snapshot(
     assert 0 < usage2["output_tokens"] < 1.5 * usage1["output_tokens"]
 
 
-def test_a_refused_model_fails_the_turn_with_the_providers_words(backend, box):
-    events = list(codex(backend, model="gpt-9-nope").run(turn(box, "create notes.txt with hi")))
+def test_a_refused_model_fails_the_turn_with_the_providers_words(sandboxes, box):
+    events = list(codex(sandboxes, model="gpt-9-nope").run(turn(box, "create notes.txt with hi")))
     said = "Codex: The model `gpt-9-nope` does not exist or you do not have access to it."
     assert events[-1].data.get("failed") == said
     assert of_kind(events, "error") == [{"message": said}]
 
 
-def test_retries_are_notices_and_a_wrong_key_fails_with_the_apis_words(backend, box):
-    events = list(codex(backend, key="sk-wrong-key").run(turn(box, "create notes.txt with hi")))
+def test_retries_are_notices_and_a_wrong_key_fails_with_the_apis_words(sandboxes, box):
+    events = list(codex(sandboxes, key="sk-wrong-key").run(turn(box, "create notes.txt with hi")))
     notices = [n["message"] for n in of_kind(events, "notice")]
     assert any(m.startswith("Codex: Reconnecting... 5/5 (unexpected status 401") for m in notices)
     (error,) = of_kind(events, "error")
@@ -188,10 +166,10 @@ def test_retries_are_notices_and_a_wrong_key_fails_with_the_apis_words(backend, 
     assert events[-1].data["failed"] == error["message"]
 
 
-def test_images_reach_the_model(backend, box, standin):
+def test_images_reach_the_model(sandboxes, box, standin):
     picture = png()
     events = list(
-        codex(backend).run(
+        codex(sandboxes).run(
             turn(
                 box,
                 "create notes.txt with hello",

@@ -16,7 +16,8 @@ import pytest
 
 from sessions.agents import get_runtime
 from sessions.agents.base import Author, Conversation, Image, Turn, TurnLimits
-from tests.agents.opencode_sandbox import PROVIDERS, configure, sandbox_for, skip_without_sandbox
+from tests.agents.opencode_sandbox import PROVIDERS, configure, sandbox_for
+from tests.agents.standin_sandbox import skip_without_sandbox
 from tests.standin_model import StandinModel
 
 KEY = "sk-standin-" + "7" * 24

@@ -1,7 +1,7 @@
 """End to end, as a team uses it: for each runtime a three-turn session — the first prompt by one
 engineer, two follow-ups by a second one that only make sense with the earlier turns — ends
 with the right diff on its pull request. The CLIs are the real packages the platform installs,
-run in real sandboxes against the stand-in model (tests/standin_model.py), which they reach
+run in real sandboxes against the stand-in model (tests/standin_model/), which they reach
 through the sandbox's egress proxy; a model the provider does not know fails the turn with the
 provider's own words; usage has model, tokens and cost."""
 
@@ -91,8 +91,9 @@ def model_repo(settings, standin, inspect_cli, make_git_repo, team):
     from snapshots import backends
 
     route = standin.sandbox_route()
-    settings.EGRESS_HOSTS = route.egress_hosts
-    settings.EGRESS_EXCEPTIONS = route.egress_exceptions
+    # The settings hold the entries as an operator writes them.
+    settings.EGRESS_HOSTS_SPEC = ",".join(f"{n}={a}" for n, a in route.egress_hosts.items())
+    settings.EGRESS_EXCEPTIONS_SPEC = ",".join(e.spec() for e in route.egress_exceptions)
     settings.AGENT_MAX_WALL_SECONDS = 300
     settings.AUTO_PULL_REQUEST = True
     backends._backends.clear()  # built from the settings above
@@ -126,7 +127,7 @@ def configure(settings, case: Case, route, standin) -> None:
 def second_engineer(team):
     from django.contrib.auth import get_user_model
 
-    from snapshots.models import Membership, Role
+    from accounts.models import Membership, Role
 
     grace = get_user_model().objects.create_user(
         "grace", first_name="Grace", last_name="Hopper", password="correct horse battery staple"

@@ -10,8 +10,8 @@ import json
 import pytest
 from django.contrib.auth import get_user_model
 
+from accounts.models import Membership, Role
 from sessions.models import AgentConversation, Event
-from snapshots.models import Membership, Role
 from tests.standin_model import StandinModel
 
 pytestmark = pytest.mark.django_db

@@ -5,6 +5,7 @@ import sys
 
 import pytest
 
+from inspect_web.pricing import parse_prices
 from sessions.agents import pricing
 from tests.agents.conftest import (
     chat_message,
@@ -53,7 +54,7 @@ def test_a_model_without_a_known_price_reports_tokens_and_no_cost(fake_model, sa
 
 
 def test_configured_prices_add_models_and_override_the_table(fake_model, sandbox):
-    prices = pricing.parse_prices("llama3.1:8b=0.5/1, gpt-4.1=1/1")
+    prices = parse_prices("llama3.1:8b=0.5/1, gpt-4.1=1/1")
     fake_model.push(chat_message("hi", model="llama3.1:8b", completion_tokens=1000))
     events = run(openai_agent(fake_model, model="llama3.1:8b", prices=prices), make_turn(sandbox))
     assert of_kind(events, "usage")[0]["cost_usd"] == 0.0015

@@ -9,9 +9,9 @@ import pytest
 from django.db import connection
 
 from approvals import gate
-from approvals.agent import SessionApprovals
 from approvals.models import ApprovalRequest
 from approvals.policy import policy_set
+from sessions.agents.approvals import SessionApprovals
 from sessions.agents.tools import Toolbox
 from sessions.models import Event
 

@@ -4,9 +4,9 @@ from __future__ import annotations
 
 from django.test import Client
 
+from accounts.models import Membership, Role
 from approvals.models import AuditEntry
 from sessions.events import append_events
-from snapshots.models import Membership, Role
 
 
 def test_a_login_and_a_failed_login_are_recorded(team):

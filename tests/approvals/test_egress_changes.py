@@ -6,8 +6,9 @@ from __future__ import annotations
 import pytest
 
 from approvals import gate
-from approvals.egress import current_recipe, recipe_override_set, widens
 from approvals.models import ApprovalRequest, AuditEntry
+from snapshots.egress import recipe_override_set, widens
+from snapshots.restore import current_recipe
 from snapshots.sandbox import NetworkPolicy
 from tests.nethosts import net_host
 

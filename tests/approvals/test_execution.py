@@ -7,8 +7,8 @@ import time
 import pytest
 
 from approvals import gate
-from approvals.egress import recipe_override_set
 from approvals.models import ApprovalRequest, AuditEntry
+from snapshots.egress import recipe_override_set
 
 State = ApprovalRequest.State
 

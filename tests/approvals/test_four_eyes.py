@@ -46,7 +46,7 @@ def test_a_reviewer_approves_and_everyone_sees_it(agent_request, team, agent_ses
 
 def test_the_prompts_author_may_not_approve(agent_request, team):
     # The engineer wrote the prompt; even as an admin-like role they would be refused.
-    from snapshots.models import Membership, Role
+    from accounts.models import Membership, Role
 
     Membership.objects.filter(user=team.engineer).update(role=Role.ADMIN)
     with pytest.raises(PermissionDenied, match=r"You contributed to this change \(prompt #1\)"):

@@ -7,10 +7,10 @@ from datetime import UTC, datetime, timedelta
 import pytest
 from django_celery_beat.models import PeriodicTask
 
+from accounts.models import Membership
 from automations.models import AutomationRun
 from automations.services import automation_create, automation_fire, automation_resume
 from sessions import services
-from snapshots.models import Membership
 
 pytestmark = pytest.mark.django_db
 

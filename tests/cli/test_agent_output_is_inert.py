@@ -1,4 +1,5 @@
-"""Agent output carrying terminal escape sequences reaches `inspect watch` inert: the escapes
+"""Agent output carrying terminal escape sequences reaches `inspect watch` (and `manage.py
+inspect session events`) inert: the escapes
 are stored as the agent wrote them but printed visibly (^[), so they cannot retitle the window,
 clear the screen or overwrite lines in the reader's terminal."""
 
@@ -6,7 +7,9 @@ from __future__ import annotations
 
 import pytest
 
-from sessions.models import Event
+from inspect_web.cli import Terminal, describe
+from sessions.events import append_events
+from sessions.models import Event, Session
 
 pytestmark = pytest.mark.django_db(transaction=True)
 
@@ -23,3 +26,23 @@ def test_escape_sequences_in_agent_output_are_printed_inert(logged_in, ready_rep
     payloads = Event.objects.filter(kind="output").values_list("payload", flat=True)
     stored = [p.get("text") or p.get("line") or "" for p in payloads]
     assert any("\x1b]0;pwned\x07" in text for text in stored)  # kept verbatim; shown inert
+
+
+ESCAPING = "done\x1b]0;pwned\x07\x1b[2J\rfake"
+
+
+def test_both_clients_print_an_events_escape_sequences_inert(team, inspect_cli):
+    """The REST client (`inspect watch`) and `manage.py inspect session events` print event
+    text through the one helper (inspect_web.text.inert)."""
+    line = describe({"seq": 3, "kind": "output", "payload": {"text": ESCAPING}}, Terminal())
+    assert "\x1b" not in line and "\x07" not in line and "\r" not in line
+    assert "done^[]0;pwned^G^[[2J^Mfake" in line
+
+    session = Session.objects.create(
+        repository=team.repository, creator=team.engineer, title="hostile", branch="b"
+    )
+    append_events(session.pk, [("output", {"stream": "stdout", "text": ESCAPING})])
+    code, out, err = inspect_cli("session", "events", str(session.pk), "--as", "engineer")
+    assert code == 0, err
+    assert "\x1b" not in out and "\x07" not in out and "\r" not in out
+    assert "done^[]0;pwned^G^[[2J^Mfake" in out

@@ -6,8 +6,8 @@ from datetime import UTC, datetime, timedelta
 
 import pytest
 
+from accounts.models import Membership, Role
 from sessions.models import Prompt, PullRequest, ReviewEvent, Session
-from snapshots.models import Membership, Role
 
 NOW = datetime(2026, 3, 18, 12, 0, tzinfo=UTC)
 RANGE = {"start": "2026-03-02", "end": "2026-03-15"}  # two whole weeks, Monday to Sunday

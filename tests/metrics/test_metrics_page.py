@@ -88,8 +88,9 @@ def test_the_page_needs_a_login(client):
 
 
 def test_the_page_runs_as_many_queries_for_ten_times_the_data(client, team):
+    from accounts.models import Membership, Role
     from metrics.seed import seed_metrics_data
-    from snapshots.models import Membership, Repository, Role
+    from snapshots.models import Repository
 
     def queries_for(prefix: str, sessions: int, repositories: int) -> tuple[int, str]:
         seed_metrics_data(sessions=sessions, events=sessions * 5, prs=sessions // 2,

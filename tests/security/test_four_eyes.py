@@ -14,12 +14,12 @@ from django.core.exceptions import PermissionDenied
 from django.test import Client
 from django.urls import reverse
 
+from accounts.models import Membership, Role
 from approvals import gate
 from approvals.models import ApprovalRequest, AuditEntry
 from sessions import pulls
 from sessions.models import PullRequest, Session
 from sessions.services import prompt_queue, session_create
-from snapshots.models import Membership, Role
 from tests.streaming.conftest import in_thread
 from tests.terminal.conftest import TerminalClient
 

@@ -130,7 +130,7 @@ def on_preview(client: Client, url: str):
 def test_with_a_preview_origin_the_application_runs_only_there(
     hostile_session, team, preview_origin
 ):
-    from snapshots.models import Membership
+    from accounts.models import Membership
 
     base = f"/sessions/{hostile_session.pk}/preview"
     dashboard = Client()

@@ -15,9 +15,9 @@ from django.core.exceptions import PermissionDenied
 from django.urls import reverse
 
 from approvals import gate
-from approvals.egress import recipe_override_set
 from approvals.models import ApprovalRequest
 from inspect_web.redis_client import get_redis
+from snapshots.egress import recipe_override_set
 from snapshots.models import Snapshot
 from snapshots.restore import restore_sandbox
 

@@ -14,8 +14,8 @@ from urllib.parse import quote, quote_plus
 import pytest
 from cryptography.fernet import Fernet
 
+from approvals.redaction import REDACTED, Redactor, redact
 from approvals.secrets import secret_set
-from sessions.agents.redaction import REDACTED, Redactor, redact
 from sessions.events import append_event
 from sessions.models import Event
 

@@ -52,7 +52,7 @@ def watched(transactional_db, team):
 
 def remove_member(user) -> None:
     """Remove `user` from every repository the way the admin and the CLI do: signals fire."""
-    from snapshots.models import Membership
+    from accounts.models import Membership
 
     for membership in Membership.objects.filter(user=user):
         membership.delete()
@@ -63,14 +63,14 @@ def remove_member_silently(user) -> None:
     notification is lost: a Redis hiccup, another tool editing the database)."""
     from django.db import connection
 
-    from snapshots.models import Membership
+    from accounts.models import Membership
 
     with connection.cursor() as cursor:
         cursor.execute(f"DELETE FROM {Membership._meta.db_table} WHERE user_id = %s", [user.pk])
 
 
 def set_role(user, role: str, *, silently: bool = False) -> None:
-    from snapshots.models import Membership
+    from accounts.models import Membership
 
     memberships = Membership.objects.filter(user=user)
     if silently:

@@ -1,6 +1,7 @@
 import pytest
 
-from snapshots.models import Membership, Repository
+from accounts.models import Membership
+from snapshots.models import Repository
 
 pytestmark = pytest.mark.django_db
 

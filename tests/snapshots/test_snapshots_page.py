@@ -79,11 +79,9 @@ def test_refresh_now_builds_on_a_worker(client, team, make_git_repo, celery_work
 
 
 def test_the_operators_private_address_exceptions_are_shown(client, team, settings):
-    from snapshots.sandbox.netns import parse_exceptions
-
     client.force_login(team.engineer)
     page = client.get(reverse("snapshots:list")).content.decode()
     assert "Private addresses sandboxes may reach" in page and "None: no sandbox reaches" in page
-    settings.EGRESS_EXCEPTIONS = parse_exceptions("pypi-mirror=10.1.2.3:443")
+    settings.EGRESS_EXCEPTIONS_SPEC = "pypi-mirror=10.1.2.3:443"
     page = client.get(reverse("snapshots:list")).content.decode()
     assert "pypi-mirror: 10.1.2.3/32 port 443" in page

@@ -15,8 +15,16 @@ from integrations.github import cli as github_cli
 from metrics import cli as metrics_cli
 from sessions import cli as sessions_cli
 from snapshots import cli as snapshots_cli
+from snapshots import controls_cli as snapshots_controls_cli
 
-AREAS = [snapshots_cli, sessions_cli, github_cli, approvals_cli, metrics_cli]
+AREAS = [
+    snapshots_cli,
+    sessions_cli,
+    github_cli,
+    approvals_cli,
+    snapshots_controls_cli,
+    metrics_cli,
+]
 
 
 class Command(BaseCommand):

@@ -13,10 +13,16 @@ from django.core.exceptions import PermissionDenied
 from django.db import models
 from django.http import Http404
 
-from snapshots.models import Membership, Repository
+from accounts.models import Membership
 
 M = TypeVar("M", bound=models.Model)
 AnyUser = AbstractBaseUser | AnonymousUser
+
+
+def _repositories() -> models.QuerySet:
+    # The model a membership points at: repositories belong to snapshots/, a layer above, so
+    # accounts reaches them through its own foreign key instead of importing them.
+    return Membership.repository.field.related_model.objects.all()
 
 
 def _roles_with(permission: str) -> models.QuerySet:
@@ -29,11 +35,11 @@ def _roles_with(permission: str) -> models.QuerySet:
 def repositories_for(user: AnyUser, *, permission: str | None = None) -> models.QuerySet:
     """Repositories `user` is a member of (with `permission` through their role, if given)."""
     if not user.is_authenticated or not user.is_active:
-        return Repository.objects.none()
+        return _repositories().none()
     memberships = Membership.objects.filter(user=user)
     if permission:
         memberships = memberships.filter(role__in=_roles_with(permission))
-    return Repository.objects.filter(pk__in=memberships.values("repository_id"))
+    return _repositories().filter(pk__in=memberships.values("repository_id"))
 
 
 def visible_to(user: AnyUser, queryset: models.QuerySet[M]) -> models.QuerySet[M]:
@@ -56,12 +62,12 @@ def get_visible_or_404(user: AnyUser, queryset: models.QuerySet[M], **lookup) ->
         raise Http404(f"No {queryset.model._meta.verbose_name} matches this address.") from None
 
 
-def has_repo_permission(user: AnyUser, repository: Repository, permission: str) -> bool:
+def has_repo_permission(user: AnyUser, repository: models.Model, permission: str) -> bool:
     """Whether `user`'s role on `repository` grants `permission` (e.g. roles.START_SESSION)."""
     return repositories_for(user, permission=permission).filter(pk=repository.pk).exists()
 
 
-def require_repo_permission(user: AnyUser, repository: Repository, permission: str) -> None:
+def require_repo_permission(user: AnyUser, repository: models.Model, permission: str) -> None:
     if not has_repo_permission(user, repository, permission):
         raise PermissionDenied(
             f"Your role on {repository.name} does not allow this; ask a repository admin."

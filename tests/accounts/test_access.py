@@ -1,8 +1,8 @@
 import pytest
 from django.urls import reverse
 
+from accounts import access
 from approvals.models import ApprovalRequest
-from inspect_web import access
 from sessions.models import Session
 from snapshots.models import Snapshot
 

@@ -2,7 +2,7 @@ import pytest
 from django.contrib.auth.models import Group
 from django.urls import reverse
 
-from inspect_web import access, roles
+from accounts import access, roles
 
 pytestmark = pytest.mark.django_db
 

@@ -17,6 +17,7 @@ from allauth.socialaccount.adapter import DefaultSocialAccountAdapter
 from django.conf import settings
 from django.contrib import messages
 from django.contrib.auth import get_user_model
+from django.core.management.base import CommandError
 from django.db.models import Exists, OuterRef, Q, QuerySet
 from django.http import HttpRequest, HttpResponse
 
@@ -70,3 +71,18 @@ def users_by_verified_email(email: str) -> QuerySet:
     return users.filter(
         Q(Exists(verified)) | (Q(email__iexact=email) & ~Q(Exists(managed)))
     ).distinct()
+
+
+def user_named(name: str | None):
+    """The user the command line acts as: the one called `name`, else the first active site
+    admin. CommandError says who is missing."""
+    users = get_user_model()
+    if name:
+        user = users.objects.filter(username=name).first()
+        if user is None:
+            raise CommandError(f"no user named {name!r}")
+        return user
+    user = users.objects.filter(is_superuser=True, is_active=True).order_by("pk").first()
+    if user is None:
+        raise CommandError("no admin account exists; pass --as USER")
+    return user

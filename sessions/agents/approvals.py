@@ -1,5 +1,7 @@
 """The approval gate as the agent's tools see it: a command the repository's policy marks
-irreversible (`irreversible_commands`) becomes a request, and the turn waits for a decision."""
+irreversible (`irreversible_commands`) becomes a request, and the turn waits for a decision.
+The agent's side of the controls (approvals.gate, approvals.secrets), so it lives with the
+agents it serves."""
 
 from __future__ import annotations
 
@@ -11,7 +13,8 @@ from approvals import gate
 from approvals.models import ApprovalRequest
 from approvals.policy import policy_for
 from approvals.policy_rules import IRREVERSIBLE_COMMAND
-from sessions.agents.base import ApprovalGate
+from approvals.secrets import SecretsUnavailable, secret_env
+from sessions.agents.base import AgentError, ApprovalGate
 
 
 class SessionApprovals(ApprovalGate):
@@ -63,9 +66,6 @@ class SessionApprovals(ApprovalGate):
 def agent_env(session) -> dict[str, str]:
     """The repository secrets marked for the agent, as its commands' environment; AgentError
     (shown on the session) when they exist but cannot be decrypted."""
-    from approvals.secrets import SecretsUnavailable, secret_env
-    from sessions.agents.base import AgentError
-
     try:
         return secret_env(session.repository, scope="agent")
     except SecretsUnavailable as exc:

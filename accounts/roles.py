@@ -1,7 +1,7 @@
 """Roles: each repository role is a Django group whose permissions say what it may do.
 
 `ROLE_PERMISSIONS` is the one table; `sync_role_groups` writes it into the groups after every
-migrate. Checks read the groups (see inspect_web.access), so an admin may extend a role in the
+migrate. Checks read the groups (see accounts.access), so an admin may extend a role in the
 Django admin without a code change.
 """
 
@@ -9,9 +9,11 @@ from __future__ import annotations
 
 from typing import Any
 
+from django.apps import apps
+from django.contrib.auth.management import create_permissions
 from django.contrib.auth.models import Group, Permission
 
-from snapshots.models import Role
+from accounts.models import Role
 
 START_SESSION = "agent_sessions.add_session"
 PROMPT_SESSION = "agent_sessions.prompt_session"
@@ -47,9 +49,6 @@ def on_post_migrate(sender: Any, app_config: Any = None, **kwargs: Any) -> None:
     # Runs once per migrated app; act after the last of ours, when every permission exists.
     if app_config is None or app_config.label != "approvals":
         return
-    from django.apps import apps
-    from django.contrib.auth.management import create_permissions
-
     for config in apps.get_app_configs():
         create_permissions(config, verbosity=0, using=kwargs.get("using", "default"))
     sync_role_groups()

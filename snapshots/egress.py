@@ -6,24 +6,29 @@ Whatever asks for a wider egress — a snapshot build reading the repository's o
 `.inspect/environment.toml`, or the dashboard's override — keeps the approved policy and files
 one `widen_egress` request; its approval records the wider policy and queues a rebuild.
 Narrowing applies at once. Every change of the approved policy is audited.
+
+The approved egress is the repository's, so this is snapshots' own action: the approval gate
+(approvals.gate) only knows `widen_egress` by name, and `execute_widen_egress` registers itself
+as its executor (snapshots.apps imports this module).
 """
 
 from __future__ import annotations
 
 from collections.abc import Sequence
-from dataclasses import dataclass, replace
+from dataclasses import dataclass
 
 from django.db import transaction
 from django.db.models import Q
 from django.utils import timezone
 
+from accounts import access, roles
 from approvals import audit, gate
 from approvals.models import ApprovalRequest
 from approvals.policy import approval_required
 from approvals.policy_rules import WIDEN_EGRESS
 from snapshots.actions import snapshot_refresh_request
 from snapshots.models import Repository
-from snapshots.recipe import Recipe, parse_recipe
+from snapshots.recipe import parse_recipe
 from snapshots.sandbox import NetworkPolicy
 
 _RANK = {"none": 0, "allowlist": 1, "open": 2}
@@ -64,25 +69,6 @@ def egress_in_force(repository: Repository, asked: NetworkPolicy | None = None) 
     if asked is None or widens(approved, asked):
         return approved
     return asked
-
-
-def current_recipe(repository: Repository) -> Recipe:
-    """The dashboard's recipe, else the newest ready snapshot's, else the default; its egress
-    is the egress in force."""
-    from snapshots.models import Snapshot
-    from snapshots.restore import recipe_of
-
-    if repository.recipe_override.strip():
-        recipe = parse_recipe(repository.recipe_override, where="the recipe set in the dashboard")
-        return replace(recipe, egress=egress_in_force(repository, recipe.egress))
-    snapshot = (
-        Snapshot.objects.filter(repository=repository, state=Snapshot.State.READY)
-        .order_by("-created_at")
-        .first()
-    )
-    if snapshot is None:
-        return replace(Recipe(), egress=egress_in_force(repository, NetworkPolicy()))
-    return recipe_of(snapshot)
 
 
 def _record_approved(
@@ -234,8 +220,6 @@ def egress_for_build(
 def recipe_override_set(*, repository, text: str, by) -> ApprovalRequest | None:
     """Set the repository's dashboard recipe (MANAGE_REPOSITORY needed). RecipeError if it does
     not parse. Returns None when applied, or the pending request when it widens egress."""
-    from inspect_web import access, roles
-
     access.require_repo_permission(by, repository, roles.MANAGE_REPOSITORY)
     new = parse_recipe(text, where="the recipe set in the dashboard") if text.strip() else None
     before = approved_egress(repository)

