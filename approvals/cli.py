@@ -12,6 +12,7 @@ from accounts import access
 from accounts.identity import user_named
 from approvals import audit, gate
 from approvals.models import ApprovalRequest
+from inspect_web.text import inert
 
 
 def register(areas, command) -> None:
@@ -110,7 +111,7 @@ def approval_list(command, options) -> int:
         else:
             command.stdout.write(
                 f"{approval.pk:>6}  {approval.state:<9} {approval.repository.name:<20} "
-                f"{gate.summary(approval)}  (asked by {approval.requester_label})"
+                f"{inert(gate.summary(approval))}  (asked by {approval.requester_label})"
             )
     return 0
 

@@ -12,6 +12,7 @@ from django.core.exceptions import ValidationError
 from django.core.management.base import CommandError
 
 from accounts.models import Membership, Role
+from inspect_web.text import inert
 from snapshots import mirror
 from snapshots.models import Repository, Snapshot
 
@@ -162,7 +163,8 @@ def snapshot_refresh(command, options) -> int:
     from snapshots.build import snapshot_build
 
     repository = repository_named(options["name"])
-    echo = None if options["json"] else command.stdout.write
+    # The build log is the repository's own output: printed inert, like every untrusted text.
+    echo = None if options["json"] else (lambda line: command.stdout.write(inert(line)))
     snapshot = snapshot_build(repository, branch=options["branch"], echo=echo)
     data = _snapshot_json(snapshot)
     if options["json"]:

@@ -14,7 +14,7 @@ codex-rs/exec/src/exec_events.rs):
   ``{"type": "turn.failed", "error": {"message"}}``, ``{"type": "error", "message"}`` (fatal,
   or "Reconnecting... n/5 (...)" while it retries)
 
-How 0.171 is configured here, as observed (tests/agents/test_codex_real.py):
+How 0.171 is configured here, as observed (tests/sessions/agents/test_codex_real.py):
 
 * It ignores OPENAI_BASE_URL: the endpoint is a custom provider given with ``-c`` (which also
   means no websocket attempt), its key read from CODEX_API_KEY (``env_key``).

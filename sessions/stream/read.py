@@ -9,7 +9,7 @@ that (default separators, UTF-8 kept as is).
 `read_events` is the fast path the live streams use: it takes the payload and the time as the
 database's text and splices them in, one query and some string formatting per page instead of
 a JSON decode and re-encode (and a timestamp parse) of every row (bench/stream.py measures it).
-On PostgreSQL its text is byte for byte `event_text` of the same row (tests/streaming/
+On PostgreSQL its text is byte for byte `event_text` of the same row (tests/sessions/stream/
 test_one_encoding.py): jsonb prints a payload with the same separators and escapes as `json`,
 and the time is printed as `isoformat` does. One difference is left, in the bytes and not in
 the value: a float that Python writes with an exponent (5e-05) is stored by PostgreSQL as a

@@ -3,8 +3,8 @@
 Each method of :class:`ModalSDK` is one SDK call (or a fixed chain of them), passes the backend's
 keyword arguments through unchanged, adds the per-process client, and turns Modal's exceptions
 into :class:`ModalCallError` s or the stdlib's ``FileNotFoundError`` family. Tests hand it a
-stand-in for the ``modal`` package (tests/sandbox_modal/fake_modal.py). ``modal`` itself is
-imported lazily, when an adapter is made.
+stand-in for the ``modal`` package (tests/snapshots/sandbox/modal/fake_modal.py).
+``modal`` itself is imported lazily, when an adapter is made.
 """
 
 from __future__ import annotations

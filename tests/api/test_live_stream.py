@@ -10,7 +10,7 @@ import httpx
 import pytest
 import websockets
 
-from tests.streaming.conftest import append, in_thread, running_daphne
+from tests.sessions.stream.conftest import append, in_thread, running_daphne
 
 pytestmark = pytest.mark.django_db(transaction=True)
 

@@ -8,7 +8,7 @@ import os
 import pytest
 from django.conf import settings
 
-from tests.streaming.conftest import running_daphne
+from tests.sessions.stream.conftest import running_daphne
 
 # Playwright's sync API runs an event loop in this thread; the test's own ORM calls are sync.
 os.environ.setdefault("DJANGO_ALLOW_ASYNC_UNSAFE", "true")

@@ -51,7 +51,7 @@ def test_two_viewers_see_the_same_live_events_and_each_other(login, team, sessio
 def test_the_page_reconnects_after_the_server_drops_and_resumes_without_gap_or_duplicate(
     login, team, session, live_server_url, tmp_path
 ):
-    from tests.streaming.conftest import running_daphne
+    from tests.sessions.stream.conftest import running_daphne
 
     base, server = live_server_url
     page = login(team.engineer)

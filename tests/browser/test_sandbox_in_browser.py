@@ -5,7 +5,7 @@ import pytest
 from playwright.sync_api import expect
 
 from tests.browser.conftest import screenshot
-from tests.screenshots.conftest import REDDEN, web_repo  # noqa: F401 - the fixture
+from tests.sessions.screenshots.conftest import REDDEN, web_repo  # noqa: F401 - the fixture
 
 pytestmark = [pytest.mark.browser, pytest.mark.django_db(transaction=True)]
 

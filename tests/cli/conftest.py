@@ -10,7 +10,7 @@ from pathlib import Path
 import pytest
 
 from tests.api.conftest import forget_stop_requests  # noqa: F401 - autouse fixture
-from tests.streaming.conftest import running_daphne
+from tests.sessions.stream.conftest import running_daphne
 
 INSPECT = str(Path(sys.executable).parent / "inspect")
 

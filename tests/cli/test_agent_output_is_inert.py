@@ -13,6 +13,8 @@ from sessions.models import Event, Session
 
 pytestmark = pytest.mark.django_db(transaction=True)
 
+# A setup command whose output retitles the terminal.
+BUILD_RECIPE = "setup = [\"printf 'built\\\\033]0;pwned\\\\007\\\\n'\"]\n"
 HOSTILE = r"printf 'title\033]0;pwned\007 clear\033[2J red\033[31mX\rfake\n'"
 
 
@@ -46,3 +48,20 @@ def test_both_clients_print_an_events_escape_sequences_inert(team, inspect_cli):
     assert code == 0, err
     assert "\x1b" not in out and "\x07" not in out and "\r" not in out
     assert "done^[]0;pwned^G^[[2J^Mfake" in out
+
+
+def test_a_build_log_is_printed_inert(team, inspect_cli, make_git_repo):
+    """`inspect snapshot refresh` echoes the repository's own setup output: an escape sequence
+    in it reaches the terminal made visible, not executed."""
+    upstream = make_git_repo(
+        files={
+            "README.md": "# widgets\n",
+            ".inspect/environment.toml": BUILD_RECIPE,
+        }
+    )
+    team.repository.url = str(upstream.path)
+    team.repository.save()
+    code, out, err = inspect_cli("snapshot", "refresh", "widgets")
+    assert code == 0, err
+    assert "built" in out
+    assert "\x1b" not in out and "\x07" not in out

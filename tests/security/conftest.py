@@ -1,8 +1,8 @@
-from tests.agents.conftest import fake_model  # noqa: F401
 from tests.api.conftest import api, forget_stop_requests, token_for  # noqa: F401
 from tests.approvals.conftest import agent_request, agent_session, client_for  # noqa: F401
 from tests.integrations.github.conftest import deliver, github_pr  # noqa: F401
-from tests.preview.test_preview_websockets import ws_session  # noqa: F401
-from tests.pulls.conftest import publishing  # noqa: F401
-from tests.slack.conftest import fake_slack  # noqa: F401
-from tests.terminal.conftest import cookies, live_session, terminal_daphne  # noqa: F401
+from tests.integrations.slack.conftest import fake_slack  # noqa: F401
+from tests.sessions.agents.conftest import fake_model  # noqa: F401
+from tests.sessions.preview.test_preview_websockets import ws_session  # noqa: F401
+from tests.sessions.pulls.conftest import publishing  # noqa: F401
+from tests.sessions.terminal.conftest import cookies, live_session, terminal_daphne  # noqa: F401

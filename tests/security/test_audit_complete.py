@@ -13,8 +13,8 @@ from cryptography.fernet import Fernet
 
 from approvals.models import AuditEntry
 from sessions.models import Session
-from tests.agents import cli_streams
-from tests.agents.conftest import MODEL_KEY, chat_tool_calls
+from tests.sessions.agents import cli_streams
+from tests.sessions.agents.conftest import MODEL_KEY, chat_tool_calls
 
 # Real commits: the audit of events is written after they commit, as in production.
 pytestmark = pytest.mark.django_db(transaction=True)

@@ -14,7 +14,7 @@ import pytest
 
 from sessions.agents.base import Author, Turn
 from sessions.agents.claude_code import ClaudeCodeAgent
-from tests.agents.standin_sandbox import STANDIN_KEY, standin_sandboxes
+from tests.sessions.agents.standin_sandbox import STANDIN_KEY, standin_sandboxes
 
 pytestmark = pytest.mark.skipif(os.geteuid() != 0, reason="the local backend needs root")
 

@@ -13,7 +13,7 @@ from sessions.agents.base import Author, Conversation, Turn
 from sessions.agents.claude_code import ClaudeCodeAgent
 from sessions.agents.codex import CodexAgent
 from sessions.agents.opencode import OpenCodeAgent
-from tests.agents.standin_sandbox import STANDIN_KEY, standin_sandboxes
+from tests.sessions.agents.standin_sandbox import STANDIN_KEY, standin_sandboxes
 
 pytestmark = pytest.mark.skipif(os.geteuid() != 0, reason="the local backend needs root")
 

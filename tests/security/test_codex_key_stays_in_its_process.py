@@ -20,8 +20,8 @@ import shutil
 import pytest
 
 from sessions.agents.redaction import RedactingRuntime
-from tests.agents import test_codex_real as real
-from tests.agents.test_codex_real import KEY, codex, turn
+from tests.sessions.agents import test_codex_real as real
+from tests.sessions.agents.test_codex_real import KEY, codex, turn
 
 # The real-CLI fixtures: a stand-in model and sandboxes that reach only it.
 standin, sandboxes, box = real.standin, real.sandboxes, real.box

@@ -20,8 +20,8 @@ from approvals.models import ApprovalRequest, AuditEntry
 from sessions import pulls
 from sessions.models import PullRequest, Session
 from sessions.services import prompt_queue, session_create
-from tests.streaming.conftest import in_thread
-from tests.terminal.conftest import TerminalClient
+from tests.sessions.stream.conftest import in_thread
+from tests.sessions.terminal.conftest import TerminalClient
 
 State = ApprovalRequest.State
 

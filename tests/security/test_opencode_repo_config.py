@@ -13,8 +13,8 @@ import pytest
 
 from sessions.agents import get_runtime
 from sessions.agents.base import Author, Turn, TurnLimits
-from tests.agents.opencode_sandbox import configure, sandbox_for
-from tests.agents.standin_sandbox import skip_without_sandbox
+from tests.sessions.agents.opencode_sandbox import configure, sandbox_for
+from tests.sessions.agents.standin_sandbox import skip_without_sandbox
 from tests.standin_model import StandinModel
 
 KEY = "sk-platform-0123456789abcdef"

@@ -8,10 +8,10 @@ import os
 import pytest
 
 from sessions.agents.claude_code import ClaudeCodeAgent
-from tests.agents import cli_streams
-from tests.agents.conftest import MODEL_KEY, make_turn, sandbox  # noqa: F401 - fixture
 from tests.approvals.conftest import secrets_key  # noqa: F401 - fixture
 from tests.security.test_process_isolation import SCAN
+from tests.sessions.agents import cli_streams
+from tests.sessions.agents.conftest import MODEL_KEY, make_turn, sandbox  # noqa: F401 - fixture
 
 pytestmark = pytest.mark.skipif(os.geteuid() != 0, reason="the local backend needs root")
 

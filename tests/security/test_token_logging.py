@@ -18,7 +18,7 @@ from django.conf import settings
 
 from inspect_web.supervisor import daphne_command
 from tests.conftest import child_env
-from tests.streaming.conftest import free_port
+from tests.sessions.stream.conftest import free_port
 
 pytestmark = pytest.mark.django_db(transaction=True)
 

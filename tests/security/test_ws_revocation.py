@@ -15,9 +15,9 @@ import httpx
 import pytest
 import websockets
 
-from tests.streaming.conftest import append, in_thread, running_daphne
-from tests.streaming.viewer import Viewer
-from tests.terminal.conftest import TerminalClient
+from tests.sessions.stream.conftest import append, in_thread, running_daphne
+from tests.sessions.stream.viewer import Viewer
+from tests.sessions.terminal.conftest import TerminalClient
 
 pytestmark = pytest.mark.django_db(transaction=True)
 

@@ -47,7 +47,7 @@ machine's loopback: ``open`` egress goes through slirp4netns with host loopback 
 nftables table refuses this machine's own and private addresses to the NAT/proxy group unless the
 operator names an exception (``INSPECT_EGRESS_ALLOW_PRIVATE=name=ADDRESS[:PORTS]``,
 ``netns.EgressException``, accepted before the deny rules). What the tests use (checked from a
-real sandbox in tests/agents/test_standin_model.py):
+real sandbox in tests/sessions/agents/test_standin_model.py):
 
 * ``allowlist`` egress through the sandbox's proxy: ``route = standin.sandbox_route()`` gives
   ``egress_hosts`` (a name, ``model.test``, that only the proxy resolves, to this server's

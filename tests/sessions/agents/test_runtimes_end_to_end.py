@@ -1,0 +1,215 @@
+"""End to end, as a team uses it: for each runtime a three-turn session — the first prompt by one
+engineer, two follow-ups by a second one that only make sense with the earlier turns — ends
+with the right diff on its pull request. The CLIs are the real packages the platform installs,
+run in real sandboxes against the stand-in model (tests/standin_model/), which they reach
+through the sandbox's egress proxy; a model the provider does not know fails the turn with the
+provider's own words; usage has model, tokens and cost."""
+
+from __future__ import annotations
+
+import json
+import subprocess
+from dataclasses import dataclass
+
+import pytest
+
+from sessions.models import Event, PullRequest, Session
+from tests.sessions.agents.conftest import MODEL_KEY
+from tests.standin_model import StandinModel
+
+pytestmark = pytest.mark.django_db
+
+FIRST = "create notes.txt with hello"
+SECOND = "also append world to the file you created"  # which file: only turn 1 says
+THIRD = "undo what you just did"  # what: only turn 2 says
+
+# The command runtime's agent: a script that reads the conversation the platform gives it.
+SCRIPTED_AGENT = r"""python3 - <<'PY'
+import json, os, re
+said = [json.loads(line) for line in open(os.environ["INSPECT_CONVERSATION"])]
+prompts = [entry["text"] for entry in said if entry["role"] == "user"]
+now = prompts[-1]
+created = [m for p in prompts[:-1] for m in re.findall(r"create (\S+) with (.+)", p)]
+if m := re.search(r"create (\S+) with (.+)", now):
+    open(m[1], "w").write(m[2] + "\n")
+elif m := re.search(r"append (\S+) to the file you created", now):
+    open(created[-1][0], "a").write(m[1] + "\n")
+elif "undo what you just did" in now:
+    path = created[-1][0]
+    lines = open(path).read().splitlines(True)
+    open(path, "w").writelines(lines[:-1])
+print(json.dumps({"kind": "message", "data": {"text": "done: " + now}}))
+PY"""
+
+
+@dataclass(frozen=True)
+class Case:
+    agent: str
+    model: str
+    provider: str = "openai"  # what INSPECT_LLM_PROVIDER says
+    refused_words: str = ""  # the provider's own words for an unknown model
+    refused_model: str = "no-such-model"
+
+
+ANTHROPIC_REFUSAL = "model: no-such-model"
+OPENAI_REFUSAL = "The model `no-such-model` does not exist or you do not have access to it."
+
+CASES = {
+    "builtin-openai": Case("builtin", "gpt-4.1", "openai", OPENAI_REFUSAL),
+    "builtin-anthropic": Case("builtin", "claude-sonnet-4-5", "anthropic", ANTHROPIC_REFUSAL),
+    # Claude Code 2.1.197 prints its own sentence and the API's status, not the API's message.
+    "claude-code": Case(
+        "claude-code",
+        "claude-sonnet-4-5",
+        "anthropic",
+        "issue with the selected model (no-such-model)",
+    ),
+    "codex": Case("codex", "gpt-5-codex", "openai", OPENAI_REFUSAL),
+    "opencode-openai": Case("opencode", "gpt-4.1", "openai", OPENAI_REFUSAL),
+    "opencode-anthropic": Case(
+        "opencode",
+        "claude-sonnet-4-5",
+        "anthropic",
+        ANTHROPIC_REFUSAL,
+        refused_model="anthropic/no-such-model",
+    ),
+    "command": Case("command", ""),
+}
+MODEL_DRIVEN = [name for name, case in CASES.items() if case.agent != "command"]
+
+
+@pytest.fixture
+def standin():
+    with StandinModel(key=MODEL_KEY) as server:
+        yield server
+
+
+@pytest.fixture
+def model_repo(settings, standin, inspect_cli, make_git_repo, team):
+    """`widgets` whose sandboxes may reach the stand-in (an approved allowlist naming it, the
+    name resolved by the proxy, the loopback port an operator exception), snapshot ready."""
+    from snapshots import backends
+
+    route = standin.sandbox_route()
+    # The settings hold the entries as an operator writes them.
+    settings.EGRESS_HOSTS_SPEC = ",".join(f"{n}={a}" for n, a in route.egress_hosts.items())
+    settings.EGRESS_EXCEPTIONS_SPEC = ",".join(e.spec() for e in route.egress_exceptions)
+    settings.AGENT_MAX_WALL_SECONDS = 300
+    settings.AUTO_PULL_REQUEST = True
+    backends._backends.clear()  # built from the settings above
+    egress = {"mode": "allowlist", "domains": [route.name]}
+    toml = f'egress = {{ mode = "allowlist", domains = {json.dumps([route.name])} }}\n'
+    upstream = make_git_repo(files={"README.md": "# widgets\n", ".inspect/environment.toml": toml})
+    team.repository.url = str(upstream.path)
+    team.repository.approved_egress = egress  # as a reviewer approved it
+    team.repository.save()
+    code, _, err = inspect_cli("snapshot", "refresh", "widgets", "--json")
+    assert code == 0, err
+    yield upstream, route
+    backends._backends.clear()
+
+
+def configure(settings, case: Case, route, standin) -> None:
+    """The deployment's model settings for `case`: the worker-side built-in agent talks to the
+    stand-in directly; a CLI in the sandbox by the name its proxy resolves."""
+    base = standin.url if case.agent == "builtin" else route.url
+    settings.LLM_PROVIDER = case.provider
+    settings.LLM_BASE_URL = base + "/v1"
+    settings.LLM_API_KEY = MODEL_KEY
+    settings.ANTHROPIC_BASE_URL = base
+    settings.ANTHROPIC_API_KEY = MODEL_KEY
+    settings.LLM_MODEL = case.model
+    settings.AGENT_MODELS = {case.agent: case.model} if case.agent != "builtin" else {}
+    settings.LLM_RETRIES = 0
+
+
+@pytest.fixture
+def second_engineer(team):
+    from django.contrib.auth import get_user_model
+
+    from accounts.models import Membership, Role
+
+    grace = get_user_model().objects.create_user(
+        "grace", first_name="Grace", last_name="Hopper", password="correct horse battery staple"
+    )
+    Membership.objects.create(user=grace, repository=team.repository, role=Role.ENGINEER)
+    return grace
+
+
+def start(inspect_cli, case: Case, prompt: str, *extra: str) -> dict:
+    args = ["session", "create", "widgets", "--json", "--inline", "--as", "engineer"]
+    args += ["--prompt", prompt, "--agent", case.agent, *extra]
+    if case.agent == "command":
+        args += ["--agent-command", SCRIPTED_AGENT]
+    code, out, err = inspect_cli(*args)
+    summary = json.loads(out.strip().splitlines()[-1])
+    assert code == (1 if summary["state"] == "failed" else 0), err  # the CLI says it failed
+    return summary
+
+
+def follow_up(inspect_cli, session_id: int, prompt: str) -> dict:
+    code, out, err = inspect_cli(
+        "session", "prompt", str(session_id), prompt, "--as", "grace", "--inline", "--json"
+    )
+    assert code == 0, err
+    return json.loads(out.strip().splitlines()[-1])
+
+
+def events(session_id: int, kind: str) -> list[dict]:
+    return [
+        e.payload for e in Event.objects.filter(session_id=session_id, kind=kind).order_by("seq")
+    ]
+
+
+@pytest.mark.parametrize("name", list(CASES))
+def test_a_three_turn_session_continues_the_conversation_and_ends_with_the_right_pull_request(
+    name, settings, standin, model_repo, inspect_cli, second_engineer
+):
+    upstream, route = model_repo
+    case = CASES[name]
+    configure(settings, case, route, standin)
+    first = start(inspect_cli, case, FIRST)
+    session_id = first["id"]
+    assert first["state"] == "pr_open", events(session_id, "error")
+    follow_up(inspect_cli, session_id, SECOND)
+    last = follow_up(inspect_cli, session_id, THIRD)
+
+    session = Session.objects.get(pk=session_id)
+    assert session.state == "pr_open", (last, events(session_id, "error"))
+    assert events(session_id, "error") == []
+    pull = PullRequest.objects.get(session=session)
+    shown = subprocess.run(
+        ["git", "-C", str(upstream.path), "show", f"{pull.branch}:notes.txt"],
+        capture_output=True,
+        text=True,
+    )
+    # Turn 2 appended to the file turn 1 made; turn 3 undid turn 2, not turn 1.
+    assert shown.stdout == "hello\n", shown.stderr
+    assert [p["author"] for p in events(session_id, "prompt")] == ["engineer", "grace", "grace"]
+    if case.agent == "command":
+        return
+    # What the model was sent: each follow-up's request holds the earlier turns.
+    with_tools = standin.requests_with_tools()
+    second = [r for r in with_tools if "also append world" in r.text()]
+    third = [r for r in with_tools if "undo what you just did" in r.text()]
+    assert second and FIRST in second[0].text()
+    assert third and FIRST in third[0].text() and "also append world" in third[0].text()
+    assert "Grace" in third[0].text()  # a follow-up is attributed to who asked
+    usage = events(session_id, "usage")
+    assert usage and all(u.get("model") for u in usage), usage
+    assert all(u["input_tokens"] > 0 and u["output_tokens"] > 0 for u in usage), usage
+    assert all(u.get("cost_usd") is not None for u in usage), usage
+
+
+@pytest.mark.parametrize("name", MODEL_DRIVEN)
+def test_a_model_the_provider_does_not_know_fails_the_turn_with_the_providers_words(
+    name, settings, standin, model_repo, inspect_cli
+):
+    _, route = model_repo
+    case = CASES[name]
+    configure(settings, case, route, standin)
+    summary = start(inspect_cli, case, FIRST, "--model", case.refused_model)
+    assert summary["state"] == "failed"
+    assert case.refused_words in summary["error"], summary["error"]
+    errors = [e["message"] for e in events(summary["id"], "error")]
+    assert any(case.refused_words in message for message in errors), errors
