@@ -155,7 +155,7 @@ CELERY_TIMEZONE = "UTC"
 SANDBOX_BACKEND = env.env_choice("INSPECT_SANDBOX_BACKEND", ["local", "modal"], "local")
 SANDBOX_RUNTIME = env.env_choice("INSPECT_SANDBOX_RUNTIME", ["bwrap", "runsc"], "bwrap")
 SANDBOX_ROOT = env.path("INSPECT_SANDBOX_ROOT", DATA_DIR / "sandbox")
-# The platform's agent CLIs (sessions/agents/installs.py): outside the data dir so an install
+# The platform's agent CLIs (snapshots/agent_installs.py): outside the data dir so an install
 # is shared by every checkout and kept between runs; read-only in every sandbox.
 AGENT_CLIS_DIR = env.path("INSPECT_AGENT_CLIS_DIR", Path("/opt/inspect-web/agent-clis"))
 # Disk quota of one local sandbox (workspace changes, /tmp, /var/tmp together); 0 turns it off.

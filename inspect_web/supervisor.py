@@ -30,7 +30,7 @@ from django.db import connection
 
 from inspect_web.embedded_redis import EmbeddedRedisError, ensure_embedded_redis
 from inspect_web.env import ConfigError, env_int, env_str, restrict_umask
-from sessions.agents import installs
+from snapshots import agent_installs
 
 PR_SET_PDEATHSIG = 1
 
@@ -94,7 +94,7 @@ def _collect_static(settings) -> None:
 
 
 def install_agent_clis(echo=None) -> list[str]:
-    """The platform's agent CLIs at their pinned versions (sessions/agents/installs.py): what a
+    """The platform's agent CLIs at their pinned versions (snapshots/agent_installs.py): what a
     missing one needs is installed, each is checked with the platform's node, and every step is
     said on stdout. Returns the problems (a session with that runtime fails until they are fixed;
     `manage.py inspect doctor` says the same)."""
@@ -103,7 +103,7 @@ def install_agent_clis(echo=None) -> list[str]:
         print(line, flush=True)
 
     try:
-        return installs.install_pinned(echo or say)
+        return agent_installs.install_pinned(echo or say)
     except Exception as exc:  # never take the system down: the web UI and other runtimes work
         (echo or say)(f"agent CLIs: the start-up install failed: {exc}")
         return [str(exc)]

@@ -12,23 +12,24 @@ import threading
 import time
 
 from django.conf import settings
-from django.db import transaction
+from django.db import connection, transaction
 from django.utils import timezone
 
 from accounts.identity import verified_email
-from approvals import audit
-from inspect_web.text import cut
-from sessions import conversations, services, states
-from sessions.agents import AgentError, get_runtime, turn_limits
+from sessions import conversations, services, states, turn_audit
+from sessions.agents import AgentError, get_runtime
 from sessions.agents.approvals import SessionApprovals, agent_env
 from sessions.agents.base import EVENT_KIND, Author, Turn
-from sessions.agents.children import SessionChildren
+from sessions.agents.providers import turn_limits
+from sessions.children import SessionChildren
+from sessions.drift import DriftSync
 from sessions.events import EventWriter, append_event, append_events, diff_attribution
 from sessions.lease import DriverLease
 from sessions.models import Event, Prompt, PullRequest, Session, State
 from sessions.screenshots import capture_turn_screenshots
-from sessions.workspace_git import GIT, commit_turn, diff_against, paths_changed_by
-from snapshots import mirror
+from sessions.verification import StopRequested, record_command, verify
+from sessions.workspace_git import commit_turn, diff_against, paths_changed_by
+from snapshots import agent_installs, mirror
 from snapshots.backends import sandbox_backend
 from snapshots.prewarm import claim_prewarmed
 from snapshots.restore import (
@@ -37,13 +38,11 @@ from snapshots.restore import (
     newest_ready,
     recipe_of,
     restore_sandbox,
-    sync_drift,
 )
-from snapshots.sandbox import Limits, Sandbox, SandboxError, SandboxGone
+from snapshots.sandbox import ExecResult, Limits, Sandbox, SandboxError, SandboxGone
 
 log = logging.getLogger(__name__)
 
-OUTPUT_HEAD = OUTPUT_TAIL = 4000
 STOP_POLL_SECONDS = 0.1
 
 
@@ -92,57 +91,11 @@ def _claim_next_prompt(session: Session) -> Prompt | None:
     return None
 
 
-class DriftSync:
-    """The drift sync of a freshly restored sandbox, run inline or alongside the agent; `done`
-    is set when it ends (either way), so waiting writes never hang on a failed sync. The thread
-    only touches the sandbox and the mirror; the runner records the result on its own thread."""
-
-    def __init__(self, restored: Restored, repository) -> None:
-        self.restored, self.repository = restored, repository
-        self.recorded = False
-        self.done = threading.Event()
-        self.error: BaseException | None = None
-        self.elapsed_ms = 0.0
-        self._thread: threading.Thread | None = None
-
-    def run(self) -> None:
-        started = time.perf_counter()
-        try:
-            sync_drift(self.restored, self.repository, fetch=True)
-        except Exception as exc:
-            self.error = exc
-        finally:
-            self.elapsed_ms = round((time.perf_counter() - started) * 1000, 2)
-            self.done.set()
-
-    def start(self) -> DriftSync:
-        def work() -> None:
-            from django.db import connection
-
-            try:
-                self.run()
-            finally:
-                connection.close()
-
-        self._thread = threading.Thread(target=work, daemon=True, name="drift-sync")
-        self._thread.start()
-        return self
-
-    def join(self) -> None:
-        if self._thread is not None:
-            self._thread.join()
-
-
 def _author(user) -> Author:
     name = user.get_full_name() or user.get_username()
     # An address the user only typed in could be anyone's: unverified, it authors nothing.
     email = verified_email(user) or f"{user.get_username()}@users.inspect-web.invalid"
     return Author(username=user.get_username(), name=name, email=email)
-
-
-def _head_tail(text: str) -> dict:
-    part = cut(text, OUTPUT_HEAD, OUTPUT_TAIL)
-    return {"output_head": part.head, "output_tail": part.tail}
 
 
 class TurnRunner:
@@ -312,47 +265,17 @@ class TurnRunner:
     def _audit_changes(self, *, ended: str, stopped_by: str = "") -> None:
         """The turn's file-change summary in the audit log: once, from the one place a turn
         ends, whatever state it ends in (a turn that never got to run its agent changed
-        nothing and writes none). What the session's tree differs by from its base, with the
-        turn's commit and prompt author; a failed turn's work was not committed, so it is read
-        from the sandbox as it was left."""
-        if not self.agent_ran:
-            return
-        changes = self.changes if self.changes is not None else self._uncommitted_changes()
-        audit.record(
-            "session.changes",
-            actor_kind=audit.AuditEntry.ActorKind.AGENT,
-            session=self.session,
-            object_type="session",
-            object_id=self.session.pk,
-            data={
-                "turn": self.prompt.order,
-                "commit": self.commit,
-                "prompt_author": self.prompt.author.get_username(),
-                "ended": ended,
-                "stopped_by": stopped_by,
-                **changes,
-            },
-        )
-
-    def _uncommitted_changes(self) -> dict:
-        base, sandbox = self.session.base_commit, self.sandbox
-        try:
-            if sandbox is None or not base:
-                raise SandboxError("no sandbox was left to read")
-            files = diff_against(sandbox, base)
-            untracked = sandbox.run(
-                f"{GIT} ls-files --others --exclude-standard", cwd="/workspace", timeout=60
+        nothing and writes none)."""
+        if self.agent_ran:
+            turn_audit.record_changes(
+                self.session,
+                self.prompt,
+                commit=self.commit,
+                changes=self.changes,
+                sandbox=self.sandbox,
+                ended=ended,
+                stopped_by=stopped_by,
             )
-        except Exception as exc:  # best effort: the turn has already failed
-            return {"files": None, "unknown": f"the changes could not be read: {exc}"}
-        paths = [f.path for f in files] + untracked.stdout.splitlines()
-        return {
-            "files": len(paths),
-            "added": sum(f.added for f in files),
-            "removed": sum(f.removed for f in files),
-            "paths": paths[:200],
-            "committed": False,
-        }
 
     def _finish_prompt(self, state: str) -> None:
         Prompt.objects.filter(pk=self.prompt.pk).update(state=state, finished_at=timezone.now())
@@ -485,8 +408,6 @@ class TurnRunner:
         process = runtime.process_command(turn)
 
         def watch() -> None:
-            from django.db import connection
-
             try:
                 while not finished.wait(STOP_POLL_SECONDS):
                     who = services.stop_requested(session.pk)
@@ -496,7 +417,7 @@ class TurnRunner:
                         runtime.stop()
                         return
             finally:
-                connection.close()
+                connection.close()  # this thread's own connection
 
         watcher = threading.Thread(target=watch, daemon=True, name=f"stop-{session.pk}")
         watcher.start()
@@ -515,7 +436,9 @@ class TurnRunner:
                         self.turn_cost_usd = event.data.get("turn_cost_usd") or 0.0
                     if event.kind == "done":
                         if process is not None and "exit_code" in event.data:
-                            self._audit_agent_process(process, event, started)
+                            turn_audit.record_agent_process(
+                                self.session, prompt, process, event, started
+                            )
                         self.agent_failed = str(event.data.get("failed") or "")
                         continue
                     writer.add(EVENT_KIND[event.kind], {**event.data, "turn": prompt.order})
@@ -534,68 +457,32 @@ class TurnRunner:
         """A CLI runtime's version: the recipe's pin (`[agents]`) or the platform's, installed on
         this worker and startable with the platform's node — else the turn fails naming the
         runtime and version, in the words `inspect doctor` uses."""
-        from sessions.agents import installs
-
         agent = self.session.agent
-        if agent not in installs.PINNED:
+        if agent not in agent_installs.PINNED:
             return {}
         snapshot = self.session.snapshot
         pins = dict(recipe_of(snapshot).agents) if snapshot is not None else {}
-        version = pins.get(agent) or installs.PINNED[agent].version
+        version = pins.get(agent) or agent_installs.PINNED[agent].version
         if sandbox_backend().name == "modal":
-            if version != installs.PINNED[agent].version:
+            if version != agent_installs.PINNED[agent].version:
                 raise AgentError(
-                    f"{installs.PINNED[agent].label} {version} ({agent}) is pinned by the "
+                    f"{agent_installs.PINNED[agent].label} {version} ({agent}) is pinned by the "
                     "recipe, but the Modal image carries only the platform's version "
-                    f"{installs.PINNED[agent].version}"
+                    f"{agent_installs.PINNED[agent].version}"
                 )
             return {}
         try:
             # A recipe's pin is installed when its snapshot is built; one somehow missing on this
             # worker is installed now (on the host: the sandbox needs no npm egress).
-            installs.ready(agent, version, install_missing=agent in pins)
-        except installs.InstallError as exc:
+            agent_installs.ready(agent, version, install_missing=agent in pins)
+        except agent_installs.InstallError as exc:
             raise AgentError(str(exc)) from None
         return {"agent_versions": pins} if pins else {}
 
-    def _audit_agent_process(self, command: str, done, started: float) -> None:
-        """The agent's own process is audited like any sandbox command (its output is already
-        in the session's log, line by line)."""
-        exit_code = done.data.get("exit_code")
-        audit.record(
-            "sandbox.command",
-            session=self.session,
-            object_type="session",
-            object_id=self.session.pk,
-            data={
-                "command": command,
-                "phase": "agent",
-                "exit_code": exit_code,
-                "ok": exit_code == 0 and not done.data.get("stopped"),
-                "duration_ms": round((time.monotonic() - started) * 1000, 1),
-                "stopped": bool(done.data.get("stopped")),
-                "turn": self.prompt.order,
-            },
-        )
-
-    def _record_recipe_command(self, phase: str, command: str, result) -> None:
+    def _record_recipe_command(self, phase: str, command: str, result: ExecResult) -> None:
         """A recipe command run while restoring this session's sandbox (`start`): in the
         session's log, and so in the audit log, like `verify`'s."""
-        text = "".join(f"{line.text}\n" for line in result.output)
-        append_event(
-            self.session.pk,
-            "command",
-            {
-                "command": command,
-                "phase": phase,
-                "exit_code": result.exit_code,
-                "ok": result.ok,
-                "duration_ms": round(result.duration_s * 1000, 1),
-                "limit_hit": result.limit_hit,
-                "turn": self.prompt.order,
-                **_head_tail(text),
-            },
-        )
+        record_command(self.session.pk, self.prompt.order, phase, command, result)
 
     def _capture_diff(self, sandbox: Sandbox) -> None:
         prompt = self.prompt
@@ -654,60 +541,17 @@ class TurnRunner:
 
     def _verify(self, sandbox: Sandbox) -> None:
         recipe = recipe_of(self.session.snapshot) if self.session.snapshot else None
-        approvals = SessionApprovals(self.session, self.prompt)
-        for command in recipe.verify if recipe else ():
-            handle = None
-            if approvals.needs_approval(command):
-                # A recipe command the policy marks irreversible waits for a reviewer too.
-                allowed, why, handle = approvals.wait_for_approval(command, _StopRequested(self))
-                if not allowed:
-                    self.verify_ok = False
-                    append_event(
-                        self.session.pk,
-                        "command",
-                        {"command": command, "phase": "verify", "exit_code": None, "ok": False,
-                         "duration_ms": 0, "output_head": f"not run: {why}",
-                         "turn": self.prompt.order},
-                    )  # fmt: skip
-                    continue
-            result = sandbox.run(command, cwd="/workspace", timeout=900)
-            if handle is not None:
-                approvals.record(handle, ok=result.ok, result={"exit_code": result.exit_code})
-            self.verify_ok = result.ok if self.verify_ok is None else self.verify_ok and result.ok
-            text = "".join(f"{line.text}\n" for line in result.output)
-            append_event(
-                self.session.pk,
-                "command",
-                {
-                    "command": command,
-                    "phase": "verify",
-                    "exit_code": result.exit_code,
-                    "ok": result.ok,
-                    "duration_ms": round(result.duration_s * 1000, 1),
-                    "limit_hit": result.limit_hit,
-                    "turn": self.prompt.order,
-                    **_head_tail(text),
-                },
-            )
+        self.verify_ok = verify(
+            self.session,
+            self.prompt,
+            sandbox,
+            recipe.verify if recipe else (),
+            StopRequested(self.session.pk, self.lease.lost),
+        )
 
     def _snapshot(self, sandbox: Sandbox) -> None:
         ref = sandbox.snapshot()
         self._save(session_snapshot_ref=str(ref))
-
-
-class _StopRequested:
-    """The `stopped` flag a wait for a decision polls: Stop pressed or the lease lost."""
-
-    def __init__(self, runner: TurnRunner) -> None:
-        self.runner = runner
-
-    def is_set(self) -> bool:
-        runner = self.runner
-        return bool(services.stop_requested(runner.session.pk)) or runner.lease.lost.is_set()
-
-    def wait(self, seconds: float) -> bool:
-        time.sleep(seconds)
-        return self.is_set()
 
 
 def _instructions(sandbox: Sandbox) -> str:

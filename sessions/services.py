@@ -3,6 +3,7 @@ API and the CLI all call them)."""
 
 from __future__ import annotations
 
+from celery import current_app
 from django.conf import settings
 from django.db import transaction
 from django.dispatch import Signal
@@ -18,6 +19,7 @@ from snapshots.models import Repository
 
 MAX_PROMPT_BYTES = 100_000
 STOP_KEY = "inspect:stop:{}"
+RUN_TASK = "sessions.tasks.run_session"
 NO_MORE_PROMPTS = {State.MERGED, State.CLOSED, State.CANCELLED}
 # Sent by session_transition (session=, previous=, state=) inside the caller's transaction;
 # receivers (automations, Slack) defer their work with transaction.on_commit.
@@ -63,9 +65,8 @@ def session_transition(
 
 
 def _enqueue(session_id: int) -> None:
-    from sessions.tasks import run_session
-
-    transaction.on_commit(lambda: run_session.delay(session_id))
+    # By name: the task runs the runner, which changes state through this module.
+    transaction.on_commit(lambda: current_app.send_task(RUN_TASK, args=(session_id,)))
 
 
 def default_agent(repository: Repository, *, agent_command: str = "") -> str:

@@ -9,11 +9,16 @@ from celery import shared_task
 from django.conf import settings
 from django.utils import timezone
 
+from sessions.lease import DriverLease, is_driven
+from sessions.models import Prompt, Session, State
+from sessions.runner import drive_session
+from sessions.states import ACTIVE
+from snapshots.backends import sandbox_backend
+from snapshots.sandbox import SandboxGone
+
 
 @shared_task(acks_late=True, reject_on_worker_lost=True)
 def run_session(session_id: int) -> str:
-    from sessions.runner import drive_session
-
     return drive_session(session_id)
 
 
@@ -21,10 +26,6 @@ def run_session(session_id: int) -> str:
 def watch_sessions() -> list[int]:
     """Requeue sessions whose driver died (busy state, lease lapsed) or whose queued prompt
     was never picked up."""
-    from sessions.lease import is_driven
-    from sessions.models import Prompt, Session
-    from sessions.states import ACTIVE
-
     requeued = []
     busy = Session.objects.filter(state__in=ACTIVE).values_list("pk", flat=True)
     waiting = (
@@ -45,11 +46,6 @@ def watch_sessions() -> list[int]:
 def reap_idle_sandboxes() -> list[int]:
     """Terminate sandboxes of sessions idle longer than INSPECT_SANDBOX_IDLE_SECONDS; the
     session's own snapshot keeps its state for the next prompt."""
-    from sessions.lease import DriverLease
-    from sessions.models import Session, State
-    from snapshots.backends import sandbox_backend
-    from snapshots.sandbox import SandboxGone
-
     cutoff = timezone.now() - timedelta(seconds=settings.SANDBOX_IDLE_SECONDS)
     reaped = []
     for session in Session.objects.filter(

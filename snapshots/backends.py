@@ -6,11 +6,9 @@ import os
 
 from django.conf import settings
 
-from sessions.agents.installs import modal_image_commands
+from snapshots import agent_installs
 from snapshots.egress_settings import egress_settings
 from snapshots.sandbox import BackendUnavailable, SandboxBackend
-from snapshots.sandbox.local import LocalBackend
-from snapshots.sandbox.modal_backend import ModalBackend  # the SDK itself loads on first use
 
 _backends: dict[tuple[int, str], SandboxBackend] = {}
 
@@ -27,6 +25,9 @@ def sandbox_backend(name: str | None = None) -> SandboxBackend:
 def _build(name: str) -> SandboxBackend:
     # Rows name the backend that made them ("local-bwrap", "local-runsc", "modal").
     if name == "local" or name.startswith("local-"):
+        # Backends load on demand (snapshots/sandbox/__init__.py): only the one in use.
+        from snapshots.sandbox.local import LocalBackend
+
         runtime = name.removeprefix("local-") if name != "local" else settings.SANDBOX_RUNTIME
         egress = egress_settings()
         return LocalBackend(
@@ -43,10 +44,14 @@ def _build(name: str) -> SandboxBackend:
             raise BackendUnavailable(
                 "the modal backend needs MODAL_TOKEN_ID and MODAL_TOKEN_SECRET to be set"
             )
+        # On demand, as the local backend above.
+        from snapshots.sandbox.modal_backend import ModalBackend
+
         return ModalBackend(
             token_id=settings.MODAL_TOKEN_ID,
             token_secret=settings.MODAL_TOKEN_SECRET,
             app_name=settings.MODAL_APP_NAME,
-            agent_commands=modal_image_commands(),  # the same pinned CLIs at the same path
+            # The same pinned CLIs at the same path.
+            agent_commands=agent_installs.modal_image_commands(),
         )
     raise BackendUnavailable(f"unknown sandbox backend {name!r}; use 'local' or 'modal'")

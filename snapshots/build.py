@@ -25,8 +25,7 @@ from django.utils import timezone
 from approvals.redaction import redact
 from approvals.secrets import SecretsUnavailable, secret_env
 from inspect_web.redis_client import get_redis
-from sessions.agents import installs
-from snapshots import mirror
+from snapshots import agent_installs, mirror
 from snapshots.backends import sandbox_backend
 from snapshots.egress import as_json, egress_for_build
 from snapshots.models import Repository, Snapshot
@@ -239,20 +238,20 @@ def _install_agent_pins(recipe, build_log: BuildLog, backend_name: str) -> None:
     platform's pinned ones) — never in the sandbox, which needs no egress to the npm registry."""
     for runtime, version in recipe.agents:
         if backend_name == "modal":
-            if version != installs.PINNED[runtime].version:
+            if version != agent_installs.PINNED[runtime].version:
                 raise BuildFailed(
                     f"agents.{runtime} = {version!r}: the Modal backend's image carries only "
-                    f"the platform's version {installs.PINNED[runtime].version}"
+                    f"the platform's version {agent_installs.PINNED[runtime].version}"
                 )
             continue
-        build_log.write(f"$ install agent CLI {installs.PINNED[runtime].package}@{version}")
+        build_log.write(f"$ install agent CLI {agent_installs.PINNED[runtime].package}@{version}")
         try:
-            installs.ready(runtime, version, install_missing=True)
-        except installs.InstallError as exc:
+            agent_installs.ready(runtime, version, install_missing=True)
+        except agent_installs.InstallError as exc:
             raise BuildFailed(f"agents.{runtime} = {version!r}: {exc}") from None
         build_log.write(
             f"{runtime} {version} is installed on the worker at "
-            f"{installs.install_dir(runtime, version)}"
+            f"{agent_installs.install_dir(runtime, version)}"
         )
 
 

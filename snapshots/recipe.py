@@ -11,7 +11,7 @@ import tomllib
 from dataclasses import dataclass, field
 from pathlib import Path
 
-from sessions.agents import installs
+from snapshots import agent_installs
 from snapshots.repository_files import LinkedPath, read_repository_file
 from snapshots.sandbox import NetworkPolicy
 
@@ -171,28 +171,29 @@ def _preview(data: dict, where: str) -> Preview:
 
 def _agents(data: object, where: str) -> tuple[tuple[str, str], ...]:
     """`[agents]`: runtime = "version" pins, checked the way the platform installs them."""
-    known = ", ".join(sorted(installs.PINNED))
+    known = ", ".join(sorted(agent_installs.PINNED))
     if not isinstance(data, dict):
         raise RecipeError(
             f"{where}: 'agents' must be a table of runtime = \"version\" pins, like "
-            f'[agents] codex = "{installs.PINNED["codex"].version}" (runtimes: {known})'
+            f'[agents] codex = "{agent_installs.PINNED["codex"].version}" (runtimes: {known})'
         )
     pins = []
     for runtime, version in sorted(data.items()):
-        if runtime not in installs.PINNED:
+        if runtime not in agent_installs.PINNED:
             raise RecipeError(
                 f"{where}: unknown key agents.{runtime}; a recipe may pin the agent CLIs {known}"
             )
-        example = installs.PINNED[runtime].version
+        example = agent_installs.PINNED[runtime].version
         if not isinstance(version, str):
             raise RecipeError(
                 f'{where}: agents.{runtime} must be a version string like "{example}"'
             )
         try:
-            installs.check_version(runtime, version)
-        except installs.InstallError as exc:
+            agent_installs.check_version(runtime, version)
+        except agent_installs.InstallError as exc:
             raise RecipeError(
-                f"{where}: agents.{runtime}: {exc} (a release of {installs.PINNED[runtime].package}"
+                f"{where}: agents.{runtime}: {exc} (a release of "
+                f"{agent_installs.PINNED[runtime].package}"
                 f' on npm, e.g. "{example}", the version the platform pins)'
             ) from None
         pins.append((runtime, version))

@@ -87,14 +87,14 @@ class Team:
 
 @pytest.fixture(scope="session")
 def platform_clis() -> Path:
-    """The platform's agent CLIs at their pinned versions (sessions/agents/installs.py),
+    """The platform's agent CLIs at their pinned versions (snapshots/agent_installs.py),
     installed once and kept between runs (CI caches the directory)."""
     from django.conf import settings
 
-    from sessions.agents import installs
+    from snapshots import agent_installs
 
-    for runtime in installs.PINNED:
-        installs.install(runtime)
+    for runtime in agent_installs.PINNED:
+        agent_installs.install(runtime)
     return Path(settings.AGENT_CLIS_DIR)
 
 

@@ -31,8 +31,11 @@ import json
 from collections.abc import Iterator
 from typing import Any
 
+from django.conf import settings
+
 from sessions.agents.base import AgentError, AgentEvent, Turn, attributed
 from sessions.agents.cli_process import CliAgent, StreamParser, text_of, workspace_path
+from sessions.agents.providers import custom_anthropic_base
 from snapshots.sandbox import SandboxError
 
 EDIT_TOOLS = {"Edit": "edit", "MultiEdit": "edit", "Write": "write", "NotebookEdit": "edit"}
@@ -184,10 +187,6 @@ def _retry_notice(obj: dict[str, Any]) -> str:
 def process_env() -> dict[str, str]:
     """Claude Code's process environment: its key and, for a custom endpoint, its base URL
     (Claude Code adds /v1 itself)."""
-    from django.conf import settings
-
-    from sessions.agents import custom_anthropic_base
-
     if not settings.ANTHROPIC_API_KEY:
         raise AgentError("the claude-code agent needs ANTHROPIC_API_KEY to be set")
     env = {"ANTHROPIC_API_KEY": settings.ANTHROPIC_API_KEY}

@@ -19,9 +19,9 @@ from abc import abstractmethod
 from collections.abc import Iterator, Mapping
 from typing import Any
 
-from sessions.agents import installs
 from sessions.agents.base import AgentError, AgentEvent, AgentRuntime, Turn, attributed
 from sessions.agents.pricing import usd
+from snapshots import agent_installs
 from snapshots.sandbox import WORKSPACE, ExecHandle, SandboxError
 
 log = logging.getLogger(__name__)
@@ -183,9 +183,9 @@ class CliAgent(AgentRuntime):
         if override:
             return str(override)
         pinned = (turn.options.get("agent_versions") or {}).get(self.name)
-        self.version = pinned or installs.PINNED[self.name].version
+        self.version = pinned or agent_installs.PINNED[self.name].version
         if pinned:
-            return installs.sandbox_binary(self.name, pinned)
+            return agent_installs.sandbox_binary(self.name, pinned)
         return self.binary
 
     def missing_message(self) -> str:
@@ -198,7 +198,7 @@ class CliAgent(AgentRuntime):
     def run(self, turn: Turn) -> Iterator[AgentEvent]:
         try:
             executable = self.executable(turn)
-        except installs.InstallError as exc:
+        except agent_installs.InstallError as exc:
             raise AgentError(str(exc)) from None
         check = turn.sandbox.run(
             ["/bin/sh", "-c", f"command -v {shlex.quote(executable)}"],
@@ -331,7 +331,7 @@ class CliAgent(AgentRuntime):
     def process_command(self, turn: Turn) -> str | None:
         try:
             return shlex.join(self.command(turn))
-        except installs.InstallError:
+        except agent_installs.InstallError:
             return shlex.join(self.argv(turn))
 
     def stop(self) -> None:

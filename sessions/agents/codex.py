@@ -37,9 +37,12 @@ from collections.abc import Iterator, Mapping
 from dataclasses import dataclass
 from typing import Any
 
+from django.conf import settings
+
 from sessions.agents import pricing
 from sessions.agents.base import AgentError, AgentEvent, Turn
 from sessions.agents.cli_process import CliAgent, StreamParser, text_of, workspace_path
+from sessions.agents.providers import custom_openai_base
 from snapshots.sandbox import WORKSPACE
 
 # Codex's key variable (the custom provider's env_key) and that provider's id.
@@ -234,10 +237,6 @@ class CodexParser(StreamParser):
 def process_env() -> dict[str, str]:
     """Codex's process environment: its key and, for a custom endpoint, its base URL (which
     the adapter gives Codex as its provider's base_url: Codex ignores OPENAI_BASE_URL)."""
-    from django.conf import settings
-
-    from sessions.agents import custom_openai_base
-
     if not settings.LLM_API_KEY:
         raise AgentError("the codex agent needs INSPECT_LLM_API_KEY (an OpenAI API key)")
     env = {KEY_ENV: settings.LLM_API_KEY}
@@ -249,15 +248,11 @@ def process_env() -> dict[str, str]:
 def default_model() -> str:
     """The model a Codex turn runs when the session names none: INSPECT_AGENT_MODELS' codex
     entry, else INSPECT_LLM_MODEL, else gpt-5-codex (always one, so usage has a cost)."""
-    from django.conf import settings
-
     models = getattr(settings, "AGENT_MODELS", None) or {}
     return models.get("codex") or settings.LLM_MODEL or DEFAULT_MODEL
 
 
 def default_base_url() -> str:
-    from django.conf import settings
-
     return settings.LLM_BASE_URL
 
 

@@ -6,17 +6,19 @@ from __future__ import annotations
 
 from collections.abc import Callable
 
+from django.conf import settings
 from django.db import DatabaseError
 
-from sessions.agents import installs
+from sessions.agents import AgentError, cli_env
+from sessions.agents.providers import DEFAULT_MODELS, llm_provider, model_client
+from snapshots import agent_installs
+from snapshots.models import Repository, Snapshot
+from snapshots.recipe import RecipeError, parse_recipe
 
 
 def recipe_pins() -> dict[tuple[str, str], list[str]]:
     """The agent CLI versions repositories' recipes pin: (runtime, version) -> repositories.
     A repository's recipe is its dashboard override, else the one of its newest snapshot."""
-    from snapshots.models import Repository, Snapshot
-    from snapshots.recipe import RecipeError, parse_recipe
-
     pins: dict[tuple[str, str], list[str]] = {}
     for repository in Repository.objects.order_by("name"):
         text, where = repository.recipe_override, "the recipe set in the dashboard"
@@ -45,24 +47,24 @@ def install_agents(echo: Callable[[str], None]) -> list[str]:
     """Install every pinned CLI and every version a recipe pins; one line per step through
     `echo`. Returns the failures (npm's own words), empty when everything is installed."""
     failures = []
-    wanted = [(runtime, cli.version) for runtime, cli in installs.PINNED.items()]
+    wanted = [(runtime, cli.version) for runtime, cli in agent_installs.PINNED.items()]
     try:
         wanted += [pin for pin in recipe_pins() if pin not in wanted]
     except DatabaseError as exc:
         echo(f"recipe pins: not read (the database is not reachable: {exc})")
-    problem = installs.tools_problem()
+    problem = agent_installs.tools_problem()
     if problem:
         echo(f"agent CLIs: {problem}")
         return [problem]
     for runtime, version in wanted:
-        package = f"{installs.PINNED[runtime].package}@{version}"
-        if installs.is_installed(runtime, version):
-            installs.install(runtime, version)  # links the pinned version's bin/ if needed
-            echo(f"{package}: already installed at {installs.install_dir(runtime, version)}")
+        package = f"{agent_installs.PINNED[runtime].package}@{version}"
+        if agent_installs.is_installed(runtime, version):
+            agent_installs.install(runtime, version)  # links the pinned version's bin/ if needed
+            echo(f"{package}: already installed at {agent_installs.install_dir(runtime, version)}")
             continue
         try:
-            where = installs.install(runtime, version)
-        except (installs.InstallError, OSError) as exc:
+            where = agent_installs.install(runtime, version)
+        except (agent_installs.InstallError, OSError) as exc:
             failures.append(f"{runtime} {version}: {exc}")
             echo(f"{package}: NOT installed: {exc}")
             continue
@@ -73,10 +75,6 @@ def install_agents(echo: Callable[[str], None]) -> list[str]:
 def runtime_lines() -> list[str]:
     """One line per runtime: builtin (its provider and model, configured or not), command, and
     each CLI at the platform's pinned version and at every version a recipe pins."""
-    from django.conf import settings
-
-    from sessions.agents import DEFAULT_MODELS, AgentError, _cli_env, llm_provider, model_client
-
     lines = ["command: runs the session's own command in the sandbox (nothing to configure)"]
     provider = llm_provider()
     model = settings.LLM_MODEL or DEFAULT_MODELS[provider]
@@ -85,14 +83,15 @@ def runtime_lines() -> list[str]:
         lines.append(f"builtin: {provider} model {model}: configured")
     except AgentError as exc:
         lines.append(f"builtin: {provider} model {model}: NOT configured: {exc}")
-    for runtime, cli in installs.PINNED.items():
+    for runtime, cli in agent_installs.PINNED.items():
         try:
-            _cli_env(runtime)
+            cli_env(runtime)
             model = "model settings configured"
         except AgentError as exc:
             model = f"NOT configured: {exc}"
         lines.append(
-            f"{installs.describe(installs.status(runtime))} [{cli.label}, {cli.package}; {model}]"
+            f"{agent_installs.describe(agent_installs.status(runtime))} "
+            f"[{cli.label}, {cli.package}; {model}]"
         )
     try:
         pins = recipe_pins()
@@ -101,17 +100,17 @@ def runtime_lines() -> list[str]:
         first = (str(exc).strip().splitlines() or [exc.__class__.__name__])[0]
         lines.append(f"recipe pins: not read (the database is not reachable: {first})")
     for (runtime, version), repositories in sorted(pins.items()):
-        if version == installs.PINNED[runtime].version:
+        if version == agent_installs.PINNED[runtime].version:
             continue
         lines.append(
-            f"{installs.describe(installs.status(runtime, version))} "
+            f"{agent_installs.describe(agent_installs.status(runtime, version))} "
             f"[pinned by the recipe of {', '.join(repositories)}]"
         )
-    problem = installs.tools_problem()
+    problem = agent_installs.tools_problem()
     if problem:
         lines.append(f"agent CLIs: {problem}")
     lines.append(
         f"agent CLIs: installed in {settings.AGENT_CLIS_DIR}, read-only in every sandbox at "
-        f"{installs.AGENT_TOOLS_MOUNT} (install: manage.py inspect doctor --install-agents)"
+        f"{agent_installs.AGENT_TOOLS_MOUNT} (install: manage.py inspect doctor --install-agents)"
     )
     return lines

@@ -27,8 +27,12 @@ import json
 from collections.abc import Iterator, Mapping
 from typing import Any
 
+from django.conf import settings
+
 from sessions.agents.base import AgentError, AgentEvent, Turn
 from sessions.agents.cli_process import CliAgent, StreamParser, workspace_path
+from sessions.agents.pricing import price_of
+from sessions.agents.providers import DEFAULT_MODELS, custom_openai_base, llm_provider
 from snapshots.sandbox import WORKSPACE, SandboxError
 
 EDIT_TOOLS = {"edit": "edit", "multiedit": "edit", "write": "write", "patch": "edit"}
@@ -156,10 +160,6 @@ def process_env() -> dict[str, str]:
     """OpenCode's process environment: the configured providers' keys, and its whole
     configuration in OPENCODE_CONFIG_CONTENT (base URLs with OpenCode's /v1 suffix, each key
     read from the environment, the default model) — see `OpenCodeAgent.configure`."""
-    from django.conf import settings
-
-    from sessions.agents import DEFAULT_MODELS, custom_openai_base, llm_provider
-
     env: dict[str, str] = {}
     providers: dict[str, Any] = {}
     if settings.ANTHROPIC_API_KEY:
@@ -222,11 +222,7 @@ def resolve_model(config: dict[str, Any], model: str) -> tuple[str, str]:
 def model_cost(model: str) -> dict[str, float] | None:
     """The model's price as OpenCode's config declares it (USD per million tokens), from the
     platform's price table and INSPECT_LLM_PRICES; None if unknown."""
-    from sessions.agents.pricing import price_of
-
     try:
-        from django.conf import settings
-
         extra = settings.LLM_PRICES
     except Exception:  # settings not configured: the built-in table alone
         extra = None

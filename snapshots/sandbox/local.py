@@ -85,7 +85,7 @@ class LocalBackend(SandboxBackend):
     ``egress_exceptions``/``egress_deny``: the operator's private-address exceptions and extra
     deny-list networks (``netns.py``); ``nat_gid``: the host group NAT and proxy processes run
     under, which the host nftables table confines (default ``sandbox_uid + 1``).
-    ``tools_dir``: the platform's agent CLIs (sessions/agents/installs.py), mounted read-only
+    ``tools_dir``: the platform's agent CLIs (snapshots/agent_installs.py), mounted read-only
     at ``AGENT_TOOLS_MOUNT`` in every sandbox when it exists.
     ``init_uid``: the host uid of the sandbox's command server (uid 0 of its user namespace;
     default ``sandbox_uid + INIT_UID_OFFSET``): not the workload's, so commands cannot signal,

@@ -79,7 +79,7 @@ class ModalSDK:
         self.app_name = app_name
         self.base_image = base_image
         # Shell commands that install the platform's agent CLIs into the base image, at the
-        # path local sandboxes see them (sessions/agents/installs.modal_image_commands).
+        # path local sandboxes see them (snapshots/agent_installs.modal_image_commands).
         self.agent_commands = tuple(agent_commands)
         self._token_id = token_id
         self._token_secret = token_secret

@@ -6,7 +6,7 @@ import os
 
 import pytest
 
-from sessions.agents import installs
+from snapshots import agent_installs
 
 pytestmark = pytest.mark.skipif(os.geteuid() != 0, reason="the local backend needs root")
 
@@ -52,5 +52,5 @@ def test_a_sandbox_cannot_replace_the_platforms_agent_clis(tmp_path, platform_cl
         ran = after.run(["/bin/sh", "-c", "claude --version"], timeout=60)
     finally:
         after.terminate()
-    assert ran.stdout.strip() == f"{installs.PINNED['claude-code'].version} (Claude Code)"
-    assert installs.status("claude-code").ok
+    assert ran.stdout.strip() == f"{agent_installs.PINNED['claude-code'].version} (Claude Code)"
+    assert agent_installs.status("claude-code").ok

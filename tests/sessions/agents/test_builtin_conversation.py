@@ -11,8 +11,9 @@ import json
 import pytest
 
 from sessions.agents.base import Author, Conversation, Image
-from sessions.agents.builtin import SUMMARY_HEADER, BuiltinAgent
+from sessions.agents.builtin import BuiltinAgent
 from sessions.agents.llm import AnthropicMessages, OpenAIChat
+from sessions.agents.transcript import SUMMARY_HEADER
 from tests.sessions.agents.conftest import make_turn, of_kind, run
 from tests.standin_model import TITLE, StandinModel
 

@@ -88,7 +88,7 @@ def test_without_a_children_interface_the_tools_are_not_offered(fake_model, sand
 @pytest.mark.django_db
 def test_children_are_real_sessions_linked_to_their_parent(ready_repo, team):
     from sessions import services
-    from sessions.agents.children import SessionChildren
+    from sessions.children import SessionChildren
 
     parent = services.session_create(
         repository=ready_repo, creator=team.engineer, prompt="big job", agent_command="true"

@@ -3,8 +3,9 @@
 import pytest
 
 from approvals.redaction import redact
-from sessions.agents import RUNTIME_NAMES, get_runtime, llm_provider, turn_limits, validate_agent
+from sessions.agents import RUNTIME_NAMES, get_runtime, validate_agent
 from sessions.agents.base import AgentError, AgentEvent, AgentRuntime
+from sessions.agents.providers import llm_provider, turn_limits
 from sessions.agents.redaction import RedactingRuntime
 from tests.sessions.agents.conftest import MODEL_KEY
 

@@ -8,7 +8,7 @@ from pathlib import Path
 
 import pytest
 
-from sessions.agents import installs
+from snapshots import agent_installs
 
 pytestmark = pytest.mark.skipif(os.geteuid() != 0, reason="the local backend needs root")
 
@@ -39,11 +39,11 @@ def backend(request, tmp_path_factory, platform_clis):
 
 
 def test_each_pinned_cli_is_installed_and_starts_with_the_platforms_node(platform_clis):
-    for runtime, cli in installs.PINNED.items():
-        status = installs.status(runtime)
+    for runtime, cli in agent_installs.PINNED.items():
+        status = agent_installs.status(runtime)
         assert status.ok, (runtime, status.detail)
         assert cli.version in status.detail
-        assert installs.node_problem(runtime, cli.version) == ""
+        assert agent_installs.node_problem(runtime, cli.version) == ""
 
 
 def test_every_sandbox_runs_the_pinned_clis_from_path_with_no_install_step(backend):
@@ -57,9 +57,9 @@ def test_every_sandbox_runs_the_pinned_clis_from_path_with_no_install_step(backe
         box.terminate()
     assert ran.exit_code == 0, ran.stderr
     lines = ran.stdout.splitlines()
-    assert lines[0] == f"{installs.PINNED['claude-code'].version} (Claude Code)"
-    assert lines[1] == f"codex-cli {installs.PINNED['codex'].version}"
-    assert lines[2] == installs.PINNED["opencode"].version
+    assert lines[0] == f"{agent_installs.PINNED['claude-code'].version} (Claude Code)"
+    assert lines[1] == f"codex-cli {agent_installs.PINNED['codex'].version}"
+    assert lines[2] == agent_installs.PINNED["opencode"].version
 
 
 @pytest.mark.parametrize(
@@ -71,16 +71,16 @@ def test_every_sandbox_runs_the_pinned_clis_from_path_with_no_install_step(backe
     ],
 )
 def test_a_bad_version_pin_is_refused_before_anything_runs(runtime, version, said):
-    with pytest.raises(installs.InstallError, match=said.replace(".", r"\.")):
-        installs.sandbox_binary(runtime, version)
+    with pytest.raises(agent_installs.InstallError, match=said.replace(".", r"\.")):
+        agent_installs.sandbox_binary(runtime, version)
 
 
 def test_a_version_npm_does_not_have_fails_with_npms_words_and_leaves_nothing(
     platform_clis, settings, tmp_path
 ):
     settings.AGENT_CLIS_DIR = tmp_path / "clis"
-    with pytest.raises(installs.InstallError) as raised:
-        installs.install("opencode", "0.0.1-nonexistent")
+    with pytest.raises(agent_installs.InstallError) as raised:
+        agent_installs.install("opencode", "0.0.1-nonexistent")
     assert "npm install opencode-ai@0.0.1-nonexistent failed" in str(raised.value)
     assert not list((tmp_path / "clis" / "opencode").iterdir())
 
@@ -93,12 +93,12 @@ def test_make_run_installs_and_checks_the_pinned_clis_saying_each_step(platform_
 
     said: list[str] = []
     assert supervisor.install_agent_clis(said.append) == []
-    for runtime, cli in installs.PINNED.items():
+    for runtime, cli in agent_installs.PINNED.items():
         assert any(
             line.startswith(f"agent CLIs: {runtime} {cli.version}: works (") and cli.version in line
             for line in said
         ), said
-    assert len(said) == len(installs.PINNED)  # all installed already: nothing else to do
+    assert len(said) == len(agent_installs.PINNED)  # all installed already: nothing else to do
 
 
 def test_make_run_says_clearly_when_npm_is_missing_and_the_ui_still_starts(
@@ -138,13 +138,14 @@ def test_doctor_lists_every_runtime_its_version_and_that_it_works(inspect_cli, p
     assert runtimes[1].startswith("  command: ")
     assert runtimes[2].startswith("  builtin: ") and " model " in runtimes[2]
     expected = {
-        "claude-code": f"works ({installs.PINNED['claude-code'].version} (Claude Code))",
-        "codex": f"works (codex-cli {installs.PINNED['codex'].version})",
-        "opencode": f"works ({installs.PINNED['opencode'].version})",
+        "claude-code": f"works ({agent_installs.PINNED['claude-code'].version} (Claude Code))",
+        "codex": f"works (codex-cli {agent_installs.PINNED['codex'].version})",
+        "opencode": f"works ({agent_installs.PINNED['opencode'].version})",
     }
     for runtime, said in expected.items():
         line = next(x for x in runtimes if x.startswith(f"  {runtime} "))
-        assert line.startswith(f"  {runtime} {installs.PINNED[runtime].version}: {said}"), line
+        pinned = agent_installs.PINNED[runtime].version
+        assert line.startswith(f"  {runtime} {pinned}: {said}"), line
 
 
 @pytest.mark.django_db
@@ -154,13 +155,13 @@ def test_doctor_says_a_cli_is_not_installed_in_the_words_a_turn_would_fail_with(
     settings.AGENT_CLIS_DIR = tmp_path / "empty"
     code, out, _ = inspect_cli("doctor")
     assert code == 0
-    pinned = installs.PINNED["claude-code"].version
+    pinned = agent_installs.PINNED["claude-code"].version
     assert (
         f"  claude-code {pinned}: NOT usable: Claude Code {pinned} is not installed on this "
         "platform (`manage.py inspect doctor --install-agents` installs it)"
     ) in out
-    with pytest.raises(installs.InstallError, match=f"Claude Code {pinned} is not installed"):
-        installs.ready("claude-code")
+    with pytest.raises(agent_installs.InstallError, match=f"Claude Code {pinned} is not installed"):
+        agent_installs.ready("claude-code")
 
 
 @pytest.mark.django_db
@@ -170,9 +171,9 @@ def test_doctor_install_agents_fails_with_npms_words(inspect_cli, settings, tmp_
     from snapshots.models import Snapshot
 
     clis = tmp_path / "clis"
-    for runtime, cli in installs.PINNED.items():  # the pinned ones, as linked copies
+    for runtime, cli in agent_installs.PINNED.items():  # the pinned ones, as linked copies
         (clis / runtime).mkdir(parents=True)
-        os.symlink(installs.install_dir(runtime, cli.version), clis / runtime / cli.version)
+        os.symlink(agent_installs.install_dir(runtime, cli.version), clis / runtime / cli.version)
     Snapshot.objects.create(
         repository=team.repository,
         state=Snapshot.State.READY,
@@ -182,7 +183,7 @@ def test_doctor_install_agents_fails_with_npms_words(inspect_cli, settings, tmp_
     settings.AGENT_CLIS_DIR = clis
     code, out, err = inspect_cli("doctor", "--install-agents")
     assert code == 1
-    for cli in installs.PINNED.values():
+    for cli in agent_installs.PINNED.values():
         assert f"  {cli.package}@{cli.version}: already installed at " in out
     assert "  opencode-ai@0.0.1-nonexistent: NOT installed: npm install " in out
     assert "opencode-ai@0.0.1-nonexistent failed: npm error" in err
@@ -271,7 +272,7 @@ def test_a_recipes_pinned_version_is_installed_on_the_worker_when_the_snapshot_i
     assert f"opencode {OLDER_OPENCODE} is installed on the worker at {versions_dir}" in (
         snapshot.log
     )
-    assert installs.status("opencode", OLDER_OPENCODE).detail == OLDER_OPENCODE
+    assert agent_installs.status("opencode", OLDER_OPENCODE).detail == OLDER_OPENCODE
 
 
 @pytest.mark.django_db
@@ -343,7 +344,7 @@ def test_the_runner_gives_the_turn_the_recipes_pin_and_runs_that_version(
     assert process.data["command"].startswith(
         f"/opt/inspect/agents/opencode/{OLDER_OPENCODE}/node_modules/.bin/opencode run "
     )
-    assert installs.is_installed("opencode", OLDER_OPENCODE)
+    assert agent_installs.is_installed("opencode", OLDER_OPENCODE)
 
 
 # -- a version that does not start with the platform's node ------------------------------------
@@ -355,8 +356,8 @@ NODE22_CLAUDE = "2.1.198"  # the first Claude Code release that needs node >= 22
 def node22_claude(versions_dir):
     """A real release that does not start with this machine's node (Debian's node 20): npm
     installs it (engines are only a warning), the platform must say it cannot run."""
-    installs.install("claude-code", NODE22_CLAUDE)
-    if not installs.node_problem("claude-code", NODE22_CLAUDE):
+    agent_installs.install("claude-code", NODE22_CLAUDE)
+    if not agent_installs.node_problem("claude-code", NODE22_CLAUDE):
         pytest.skip("this machine's node is new enough for it")
     return NODE22_CLAUDE
 
@@ -420,5 +421,5 @@ def test_the_platform_pins_exactly_the_cli_runtimes_of_the_one_list():
     from inspect_web.runtimes import AGENT_RUNTIMES, CLI_RUNTIMES
     from sessions.agents import RUNTIME_NAMES
 
-    assert set(installs.PINNED) == set(CLI_RUNTIMES) <= set(AGENT_RUNTIMES)
+    assert set(agent_installs.PINNED) == set(CLI_RUNTIMES) <= set(AGENT_RUNTIMES)
     assert list(AGENT_RUNTIMES) == RUNTIME_NAMES

@@ -127,9 +127,9 @@ def test_the_image_carries_the_platforms_pinned_agent_clis_at_the_local_path(fak
     """The Modal image is built with the same pinned CLIs, each in a directory of its own under
     /opt/inspect/agents, and their bin/ links first on PATH (installed by Modal's image builder,
     never by a sandbox)."""
-    from sessions.agents import installs
+    from snapshots import agent_installs
 
-    commands = installs.modal_image_commands()
+    commands = agent_installs.modal_image_commands()
     sdk = ModalSDK(token_id="t", token_secret="s", agent_commands=commands, modal_module=fake_modal)
     ModalBackend(sdk=sdk).create(snapshot=None)
 
@@ -139,7 +139,7 @@ def test_the_image_carries_the_platforms_pinned_agent_clis_at_the_local_path(fak
     assert image.steps[2] == f"env {{'PATH': '{MODAL_PATH}'}}"
     assert MODAL_PATH.startswith("/opt/inspect/agents/bin:")
     script = "\n".join(commands)
-    for runtime, cli in installs.PINNED.items():
+    for runtime, cli in agent_installs.PINNED.items():
         prefix = f"/opt/inspect/agents/{runtime}/{cli.version}"
         assert f"npm install --prefix {prefix} " in script
         assert f" {cli.package}@{cli.version}" in script
@@ -158,6 +158,6 @@ def test_the_configured_modal_backend_builds_its_image_with_the_pinned_clis(sett
 
     settings.MODAL_TOKEN_ID, settings.MODAL_TOKEN_SECRET = "ak-x", "as-x"
     backend = backends._build("modal")
-    from sessions.agents import installs
+    from snapshots import agent_installs
 
-    assert backend.sdk.agent_commands == tuple(installs.modal_image_commands())
+    assert backend.sdk.agent_commands == tuple(agent_installs.modal_image_commands())
