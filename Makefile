@@ -28,7 +28,7 @@ test: $(VENV)/.installed system-packages
 	$(BIN)/ruff check .
 	$(BIN)/ruff format --check .
 	$(BIN)/lint-imports --no-cache
-	$(BIN)/python scripts/function-imports
+	$(BIN)/python scripts/function-imports --strict
 	PYTHON=$(BIN)/python scripts/security-checks
 	INSPECT_DATA_DIR=$(CURDIR)/var/test $(BIN)/python -m pytest $(PYTEST_ARGS)
 
@@ -37,7 +37,7 @@ lint: $(VENV)/.installed
 	$(BIN)/ruff format --check .
 	$(BIN)/lint-imports --no-cache
 	# Lists imports inside a function without a `# why`; add --strict once the list is empty.
-	$(BIN)/python scripts/function-imports
+	$(BIN)/python scripts/function-imports --strict
 
 # Dead code in the apps (what is used by name only is in vulture_allowlist.py, with why).
 vulture: $(VENV)/.installed

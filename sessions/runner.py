@@ -26,6 +26,7 @@ from sessions.drift import DriftSync
 from sessions.events import EventWriter, append_event, append_events, diff_attribution
 from sessions.lease import DriverLease
 from sessions.models import Event, Prompt, PullRequest, Session, State
+from sessions.pulls import publish_changes
 from sessions.screenshots import capture_turn_screenshots
 from sessions.verification import StopRequested, record_command, verify
 from sessions.workspace_git import commit_turn, diff_against, paths_changed_by
@@ -212,8 +213,6 @@ class TurnRunner:
 
     def _publish(self, sandbox: Sandbox) -> None:
         """Push the branch and open (once) or update the pull request; never fails the turn."""
-        from sessions.pulls import publish_changes
-
         publish_changes(self.session, sandbox, fence=self.lease.fence)
         self.session.refresh_from_db(fields=["state"])
 
