@@ -12,27 +12,22 @@ from accounts import access
 from accounts.identity import user_named
 from approvals import audit, gate
 from approvals.models import ApprovalRequest
+from inspect_web.cli_args import command_parser
 from inspect_web.text import inert
 
 
 def register(areas, command) -> None:
-    def sub(parent, name, handler, help_text):
-        parser = parent.add_parser(name, help=help_text, description=help_text)
-        parser.set_defaults(handler=handler)
-        parser.called_from_command_line = True
-        return parser
-
     log = areas.add_parser("audit", help="the audit log").add_subparsers(
         dest="action", metavar="ACTION", required=True
     )
-    sub(
+    command_parser(
         log,
         "verify",
         audit_verify,
         "check every HMAC, the chain and its head in the sink (and on PostgreSQL the triggers); "
         "exit 1 naming what is wrong",
     )
-    export = sub(log, "export", audit_export, "print entries as JSON lines")
+    export = command_parser(log, "export", audit_export, "print entries as JSON lines")
     export.add_argument("--repository")
     export.add_argument("--session", type=int)
     export.add_argument("--user", help="entries whose actor is this user")
@@ -42,10 +37,12 @@ def register(areas, command) -> None:
     approval = areas.add_parser("approval", help="approval requests").add_subparsers(
         dest="action", metavar="ACTION", required=True
     )
-    listing = sub(approval, "list", approval_list, "list approval requests")
+    listing = command_parser(approval, "list", approval_list, "list approval requests")
     listing.add_argument("--state", default="pending")
     listing.add_argument("--json", action="store_true")
-    decide = sub(approval, "decide", approval_decide, "approve or reject a pending request")
+    decide = command_parser(
+        approval, "decide", approval_decide, "approve or reject a pending request"
+    )
     decide.add_argument("id", type=int)
     decide.add_argument("decision", choices=["approve", "reject"])
     decide.add_argument("--reason", default="")

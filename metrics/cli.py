@@ -8,6 +8,7 @@ from typing import Any
 
 from django.core.management.base import BaseCommand, CommandError
 
+from inspect_web.cli_args import command_parser
 from metrics.seed import seed_metrics_data
 
 
@@ -16,9 +17,7 @@ def register(areas: argparse._SubParsersAction, command: BaseCommand) -> None:
         dest="action", metavar="ACTION", required=True
     )
     help_text = "seed sessions, events, pull requests and reviews for the Metrics page"
-    seed = metrics.add_parser("seed", help=help_text, description=help_text)
-    seed.set_defaults(handler=metrics_seed)
-    seed.called_from_command_line = True
+    seed = command_parser(metrics, "seed", metrics_seed, help_text)
     seed.add_argument("--sessions", type=int, default=1000)
     seed.add_argument("--events", type=int, default=10_000)
     seed.add_argument("--prs", type=int, default=500, help="at most one per session")

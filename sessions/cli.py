@@ -12,6 +12,7 @@ from django.core.management.base import CommandError
 from accounts import access
 from accounts.identity import user_named
 from inspect_web.celery import app
+from inspect_web.cli_args import command_parser
 from inspect_web.text import inert
 from sessions import services
 from sessions.agents import doctor as agents_doctor
@@ -45,8 +46,7 @@ def register(areas, command) -> None:
     )
 
     def sub(name, handler, help_text):
-        parser = session.add_parser(name, help=help_text, description=help_text)
-        parser.set_defaults(handler=handler)
+        parser = command_parser(session, name, handler, help_text)
         parser.add_argument("--as", dest="as_user", metavar="USER", help="act as this user")
         return parser
 

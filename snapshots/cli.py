@@ -12,6 +12,7 @@ from django.core.exceptions import ValidationError
 from django.core.management.base import CommandError
 
 from accounts.models import Membership, Role
+from inspect_web.cli_args import command_parser
 from inspect_web.text import inert
 from snapshots import mirror
 from snapshots.build import snapshot_build
@@ -22,16 +23,10 @@ from snapshots.sandbox import SandboxError
 
 
 def register(areas, command) -> None:
-    def sub(parent, name, handler, help_text):
-        parser = parent.add_parser(name, help=help_text, description=help_text)
-        parser.set_defaults(handler=handler)
-        parser.called_from_command_line = True  # argparse errors print usage, not a traceback
-        return parser
-
     repo = areas.add_parser("repo", help="repositories").add_subparsers(
         dest="action", metavar="ACTION", required=True
     )
-    add = sub(repo, "add", repo_add, "add a repository (any git URL or local path)")
+    add = command_parser(repo, "add", repo_add, "add a repository (any git URL or local path)")
     add.add_argument("name")
     add.add_argument("--url", required=True)
     add.add_argument("--branch", default="main")
@@ -43,24 +38,30 @@ def register(areas, command) -> None:
         help="add a member (role: engineer, reviewer, manager, admin; default admin). "
         "Without any, every superuser becomes an admin member.",
     )
-    sub(repo, "list", repo_list, "list repositories").add_argument("--json", action="store_true")
+    command_parser(repo, "list", repo_list, "list repositories").add_argument(
+        "--json", action="store_true"
+    )
 
     snapshot = areas.add_parser("snapshot", help="repository snapshots").add_subparsers(
         dest="action", metavar="ACTION", required=True
     )
-    refresh = sub(snapshot, "refresh", snapshot_refresh, "build a snapshot now and wait for it")
+    refresh = command_parser(
+        snapshot, "refresh", snapshot_refresh, "build a snapshot now and wait for it"
+    )
     refresh.add_argument("name")
     refresh.add_argument("--branch")
     refresh.add_argument("--json", action="store_true")
-    listing = sub(snapshot, "list", snapshot_list, "list snapshots")
+    listing = command_parser(snapshot, "list", snapshot_list, "list snapshots")
     listing.add_argument("name", nargs="?")
     listing.add_argument("--json", action="store_true")
-    sub(snapshot, "gc", snapshot_gc, "delete snapshots nobody needs")
+    command_parser(snapshot, "gc", snapshot_gc, "delete snapshots nobody needs")
 
     sandbox = areas.add_parser("sandbox", help="sandboxes").add_subparsers(
         dest="action", metavar="ACTION", required=True
     )
-    run = sub(sandbox, "exec", sandbox_exec, "restore the newest snapshot and run a command")
+    run = command_parser(
+        sandbox, "exec", sandbox_exec, "restore the newest snapshot and run a command"
+    )
     run.add_argument("name")
     run.add_argument("--json", action="store_true", help="print timings as JSON after the output")
     run.add_argument("--branch")

@@ -15,6 +15,7 @@ from approvals.models import ApprovalPolicy, RepositorySecret
 from approvals.policy import policy_set
 from approvals.policy_rules import DEFAULT_POLICY, PolicyError
 from approvals.secrets import SecretsUnavailable, secret_delete, secret_set
+from inspect_web.cli_args import command_parser
 from snapshots.cli import repository_named
 from snapshots.egress import recipe_override_set
 from snapshots.recipe import RecipeError
@@ -22,18 +23,16 @@ from snapshots.restore import current_recipe
 
 
 def register(areas, command) -> None:
-    def sub(parent, name, handler, help_text):
-        parser = parent.add_parser(name, help=help_text, description=help_text)
-        parser.set_defaults(handler=handler)
-        parser.called_from_command_line = True
-        return parser
-
     policy = areas.add_parser("policy", help="a repository's approval policy").add_subparsers(
         dest="action", metavar="ACTION", required=True
     )
-    show = sub(policy, "show", policy_show, "print the policy (TOML; the default if none is set)")
+    show = command_parser(
+        policy, "show", policy_show, "print the policy (TOML; the default if none is set)"
+    )
     show.add_argument("repo")
-    put_policy = sub(policy, "set", policy_put, "replace the policy (TOML from --file or stdin)")
+    put_policy = command_parser(
+        policy, "set", policy_put, "replace the policy (TOML from --file or stdin)"
+    )
     put_policy.add_argument("repo")
     put_policy.add_argument("--file", metavar="PATH", help="read the TOML from this file")
     put_policy.add_argument("--as", dest="as_user", metavar="USER")
@@ -41,9 +40,13 @@ def register(areas, command) -> None:
     recipe = areas.add_parser(
         "recipe", help="a repository's dashboard recipe (wider egress waits for approval)"
     ).add_subparsers(dest="action", metavar="ACTION", required=True)
-    show = sub(recipe, "show", recipe_show, "print the recipe override and the egress in force")
+    show = command_parser(
+        recipe, "show", recipe_show, "print the recipe override and the egress in force"
+    )
     show.add_argument("repo")
-    put_recipe = sub(recipe, "set", recipe_put, "set the override (TOML; empty clears it)")
+    put_recipe = command_parser(
+        recipe, "set", recipe_put, "set the override (TOML; empty clears it)"
+    )
     put_recipe.add_argument("repo")
     put_recipe.add_argument("--file", metavar="PATH", help="read the TOML from this file")
     put_recipe.add_argument("--as", dest="as_user", metavar="USER")
@@ -51,15 +54,17 @@ def register(areas, command) -> None:
     secret = areas.add_parser("secret", help="repository secrets").add_subparsers(
         dest="action", metavar="ACTION", required=True
     )
-    put = sub(secret, "set", secret_put, "store a secret (value read from stdin or --from-env)")
+    put = command_parser(
+        secret, "set", secret_put, "store a secret (value read from stdin or --from-env)"
+    )
     put.add_argument("repo")
     put.add_argument("name")
     put.add_argument("--scope", choices=RepositorySecret.Scope.values, default="setup_start")
     put.add_argument("--from-env", metavar="VAR", help="read the value from this variable")
     put.add_argument("--as", dest="as_user", metavar="USER")
-    names = sub(secret, "list", secret_list, "list a repository's secrets (names only)")
+    names = command_parser(secret, "list", secret_list, "list a repository's secrets (names only)")
     names.add_argument("repo")
-    remove = sub(secret, "delete", secret_remove, "delete a secret")
+    remove = command_parser(secret, "delete", secret_remove, "delete a secret")
     remove.add_argument("repo")
     remove.add_argument("name")
     remove.add_argument("--as", dest="as_user", metavar="USER")
