@@ -70,6 +70,7 @@ INSTALLED_APPS = [
     "api",
     "automations",
     "integrations",
+    "gateway",
     "metrics",
 ]
 
@@ -234,6 +235,22 @@ AGENT_MALFORMED_RETRIES = env.env_int("INSPECT_AGENT_MALFORMED_RETRIES", 3, mini
 AGENT_CHILD_DEPTH = env.env_int("INSPECT_AGENT_CHILD_DEPTH", 1, minimum=0)
 AGENT_CHILDREN_PER_REPOSITORY = env.env_int("INSPECT_AGENT_CHILDREN_PER_REPOSITORY", 5, minimum=0)
 # End of agent runtimes
+
+# The model gateway (docs/model-gateway.md): every runtime's model calls go through it with a
+# per-turn token; the provider keys above stay in the platform.
+GATEWAY_HOST = env.env_str("INSPECT_GATEWAY_HOST", "127.0.0.1")
+GATEWAY_PORT = env.env_int("INSPECT_GATEWAY_PORT", 8765, minimum=1, maximum=65535)
+# Local sandboxes reach the gateway through this socket (carried in by each sandbox's door).
+GATEWAY_SOCKET = env.env_str("INSPECT_GATEWAY_SOCKET", str(DATA_DIR / "run" / "gateway.sock"))
+# How Modal sandboxes reach the gateway (a public https URL routed to GATEWAY_PORT); empty:
+# Modal sessions cannot call a model.
+GATEWAY_PUBLIC_URL = env.env_str("INSPECT_GATEWAY_PUBLIC_URL").rstrip("/")
+# Full request and response bodies are kept this many days (hashes and sizes forever).
+GATEWAY_BODY_DAYS = env.env_int("INSPECT_GATEWAY_BODY_DAYS", 30, minimum=0)
+# How long a model request waits, paused, for an admin to raise the budget it would pass.
+BUDGET_PAUSE_SECONDS = env.env_int("INSPECT_BUDGET_PAUSE_SECONDS", 600, minimum=0)
+# What a sandbox minute costs, counted into the cost per merged pull request.
+SANDBOX_USD_PER_MINUTE = _env_float("INSPECT_SANDBOX_USD_PER_MINUTE", 0.0)
 
 # Repository secrets are Fernet-encrypted with this key (comma-separated: the first encrypts,
 # all decrypt, for rotation). Without it secrets cannot be stored or used.

@@ -290,3 +290,28 @@ class ReviewEvent(models.Model):
 
     def __str__(self) -> str:
         return f"{self.kind} on {self.pull_request_id} by {self.reviewer_login}"
+
+
+class ModelAccess(models.Model):
+    """One turn's access to the model gateway: the token the turn's runtime holds instead of a
+    provider key (only its SHA-256 is stored). Valid while the turn runs: revoked when the turn
+    ends or its sandbox does, and never after `expires_at` (sessions/model_access.py)."""
+
+    token_sha256 = models.CharField(max_length=64, unique=True)
+    session = models.ForeignKey(Session, on_delete=models.CASCADE, related_name="model_accesses")
+    prompt = models.ForeignKey(Prompt, on_delete=models.CASCADE, related_name="model_accesses")
+    user = models.ForeignKey(
+        settings.AUTH_USER_MODEL, null=True, blank=True, on_delete=models.SET_NULL,
+        related_name="+", help_text="Whose turn: the prompt's author, charged for its spend.",
+    )  # fmt: skip
+    repository = models.ForeignKey(Repository, on_delete=models.CASCADE, related_name="+")
+    runtime = models.CharField(max_length=40)
+    created_at = models.DateTimeField(default=timezone.now)
+    expires_at = models.DateTimeField()
+    revoked_at = models.DateTimeField(null=True, blank=True)
+
+    class Meta:
+        indexes = [models.Index(fields=["session", "revoked_at"], name="model_access_live_idx")]
+
+    def __str__(self) -> str:
+        return f"model access of turn {self.prompt_id} ({self.runtime})"

@@ -39,6 +39,12 @@ class Repository(models.Model):
         help_text="The last approved egress policy; empty means none (the baseline).",
     )
     egress_approved_at = models.DateTimeField(null=True, blank=True)
+    allowed_models = models.JSONField(
+        default=list,
+        blank=True,
+        help_text="Model names (or prefixes ending in *) the gateway lets this repository's "
+        "agents use; empty: any.",
+    )
     created_at = models.DateTimeField(auto_now_add=True)
 
     class Meta:

@@ -5,6 +5,7 @@ Importing this package is cheap and Django-free; backends are imported on demand
 
 from snapshots.sandbox.base import (
     AGENT_TOOLS_MOUNT,
+    GATEWAY_PORT,
     SANDBOX_PATH,
     WORKSPACE,
     BackendUnavailable,
@@ -27,6 +28,7 @@ from snapshots.sandbox.base import (
 
 __all__ = [
     "AGENT_TOOLS_MOUNT",
+    "GATEWAY_PORT",
     "SANDBOX_PATH",
     "WORKSPACE",
     "BackendUnavailable",

@@ -32,6 +32,9 @@ WORKSPACE = "/workspace"
 # The platform's agent CLIs, read-only in every sandbox; SANDBOX_PATH puts their bin/ first.
 AGENT_TOOLS_MOUNT = "/opt/inspect/agents"
 SANDBOX_PATH = f"{AGENT_TOOLS_MOUNT}/bin:/usr/bin:/bin"
+# Inside every local sandbox, http://127.0.0.1:GATEWAY_PORT is the model gateway, carried out
+# through the sandbox's own door (so egress `none` still reaches it).
+GATEWAY_PORT = 4181
 
 StreamName = Literal["stdout", "stderr"]
 NetworkMode = Literal["none", "allowlist", "open"]
