@@ -10,10 +10,12 @@ an agent and no sandbox needs egress to the npm registry.
 
 from __future__ import annotations
 
+import ctypes
 import json
 import os
 import re
 import shutil
+import signal
 import subprocess
 import tempfile
 from dataclasses import dataclass
@@ -25,6 +27,12 @@ from snapshots.sandbox import AGENT_TOOLS_MOUNT
 
 VERSION_RE = re.compile(r"^\d+\.\d+\.\d+(?:-[0-9A-Za-z.]+)?$")
 NPM_TIMEOUT = 900
+PR_SET_PDEATHSIG = 1
+
+
+def _die_with_installer() -> None:
+    """npm ends with whoever started it (`make run` stopped mid-install leaves no npm behind)."""
+    ctypes.CDLL("libc.so.6", use_errno=True).prctl(PR_SET_PDEATHSIG, signal.SIGTERM)
 
 
 @dataclass(frozen=True)
@@ -107,6 +115,7 @@ def install(runtime: str, version: str | None = None) -> Path:
                 [npm, "install", "--prefix", str(scratch), "--no-audit", "--no-fund",
                  "--loglevel=error", "--ignore-scripts=false", f"{cli.package}@{version}"],
                 capture_output=True, text=True, timeout=NPM_TIMEOUT, check=False,
+                preexec_fn=_die_with_installer,
             )  # fmt: skip
         except subprocess.TimeoutExpired:
             shutil.rmtree(scratch, ignore_errors=True)
