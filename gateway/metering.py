@@ -33,6 +33,11 @@ class Exchange:
     cached_tokens: int = 0
     latency_ms: float = 0.0
     first_byte_ms: float | None = None
+    # A streamed response is hashed and sized as it passes; `response_body` then holds only
+    # its head (at most what is kept for replay) and `response_truncated` says so.
+    response_sha256: str | None = None
+    response_size: int | None = None
+    response_truncated: bool = False
 
 
 def record(exchange: Exchange) -> ModelRequest:
@@ -61,7 +66,10 @@ def record(exchange: Exchange) -> ModelRequest:
         latency_ms=exchange.latency_ms,
         first_byte_ms=exchange.first_byte_ms,
         request_sha256=hashlib.sha256(exchange.request_body).hexdigest(),
-        response_sha256=hashlib.sha256(exchange.response_body).hexdigest(),
+        response_sha256=exchange.response_sha256
+        or hashlib.sha256(exchange.response_body).hexdigest(),
         request_bytes=len(exchange.request_body),
-        response_bytes=len(exchange.response_body),
+        response_bytes=exchange.response_size
+        if exchange.response_size is not None
+        else len(exchange.response_body),
     )

@@ -241,7 +241,7 @@ AGENT_CHILDREN_PER_REPOSITORY = env.env_int("INSPECT_AGENT_CHILDREN_PER_REPOSITO
 GATEWAY_HOST = env.env_str("INSPECT_GATEWAY_HOST", "127.0.0.1")
 GATEWAY_PORT = env.env_int("INSPECT_GATEWAY_PORT", 8765, minimum=1, maximum=65535)
 # Local sandboxes reach the gateway through this socket (carried in by each sandbox's door).
-GATEWAY_SOCKET = env.env_str("INSPECT_GATEWAY_SOCKET", str(DATA_DIR / "run" / "gateway.sock"))
+GATEWAY_SOCKET = env.env_str("INSPECT_GATEWAY_SOCKET", str(DATA_DIR / "gateway" / "gateway.sock"))
 # How Modal sandboxes reach the gateway (a public https URL routed to GATEWAY_PORT); empty:
 # Modal sessions cannot call a model.
 GATEWAY_PUBLIC_URL = env.env_str("INSPECT_GATEWAY_PUBLIC_URL").rstrip("/")
