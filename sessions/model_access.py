@@ -97,3 +97,15 @@ def active(token: str) -> ModelAccess | None:
         )
         .first()
     )
+
+
+def gateway_unreachable(backend_name: str) -> str:
+    """Why a sandbox of `backend_name` cannot reach the gateway ('' when it can): a Modal
+    sandbox needs INSPECT_GATEWAY_PUBLIC_URL, a local one has its loopback door."""
+    if backend_name == "modal" and not settings.GATEWAY_PUBLIC_URL:
+        return (
+            "Modal sandboxes reach the model gateway at INSPECT_GATEWAY_PUBLIC_URL, which is not "
+            "set: set it to a public https URL routed to the gateway (docs/model-gateway.md), "
+            "or use the local sandbox backend"
+        )
+    return ""

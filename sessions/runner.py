@@ -3,6 +3,10 @@
 A turn: claim the oldest queued prompt → make sure there is a sandbox (the live one, else the
 session's own snapshot, else the repository snapshot + drift sync) → run the agent, streaming its
 events → commit and diff against the base → run `verify` → snapshot the session → idle.
+
+The agent reaches models only through the model gateway, with a token minted as it starts and
+revoked as it ends (sessions/model_access.py): `verify`, which runs the repository's code, and
+anything after the turn find a dead token.
 """
 
 from __future__ import annotations
@@ -16,8 +20,8 @@ from django.db import connection, transaction
 from django.utils import timezone
 
 from accounts.identity import verified_email
-from sessions import conversations, services, states, turn_audit
-from sessions.agents import AgentError, get_runtime
+from sessions import conversations, model_access, services, states, turn_audit
+from sessions.agents import AgentError, get_runtime, honours_sync, validate_agent
 from sessions.agents.approvals import SessionApprovals, agent_env
 from sessions.agents.base import EVENT_KIND, Author, Turn
 from sessions.agents.providers import turn_limits
@@ -157,14 +161,20 @@ class TurnRunner:
                 self._to(self._resting_state(), reason="stopped before the turn started")
                 return "stopped"
             session = self.session
-            runtime = get_runtime(session.agent, command=session.agent_command, model=session.model)
+            backend = sandbox_backend().name
+            # Refused before a sandbox is made: an unknown runtime, no upstream, no gateway.
+            validate_agent(
+                session.agent, session.agent_command, model=session.model, backend=backend
+            )
             # A runtime that holds its writes until the sync is done starts while it runs.
-            self.sync_alongside = runtime.honours_sync
+            self.sync_alongside = honours_sync(session.agent)
             sandbox = self.sandbox = self._ensure_sandbox(discard_live=resumed)
             self._to(State.RUNNING)
             try:
-                stopped = self._run_agent(sandbox, runtime)
+                stopped = self._run_agent(sandbox, self._runtime(backend))
             finally:
+                # The token dies with the agent's run, whatever way it ended.
+                model_access.revoke(session.pk, prompt_id=prompt.pk)
                 if self.drift_sync is not None:
                     self.drift_sync.join()
             if self.drift_sync is not None:
@@ -203,6 +213,23 @@ class TurnRunner:
         except Exception as exc:
             log.exception("turn %s of session %s crashed", prompt.order, self.session.pk)
             return self._fail(f"internal error: {exc.__class__.__name__}: {exc}")
+
+    def _runtime(self, backend: str):
+        """This turn's runtime, holding a fresh token for the gateway as its sandbox reaches
+        it (the built-in agent runs here, on the worker, so it uses the host's address)."""
+        session = self.session
+        token = model_access.mint(session, self.prompt, session.agent)
+        if session.agent == "builtin":
+            base = model_access.host_gateway_base()
+        else:
+            base = model_access.gateway_base(backend)
+        return get_runtime(
+            session.agent,
+            route=model_access.route_for(base, token),
+            command=session.agent_command,
+            model=session.model,
+            backend=backend,
+        )
 
     def _resting_state(self) -> str:
         """Where a turn ends: waiting on its open pull request, else idle."""

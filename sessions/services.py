@@ -11,7 +11,7 @@ from django.utils import timezone
 
 from accounts import access, roles
 from inspect_web.redis_client import get_redis
-from sessions import states
+from sessions import model_access, states
 from sessions.agents import AgentError, validate_agent
 from sessions.events import append_event
 from sessions.models import Prompt, Session, State
@@ -57,6 +57,10 @@ def session_transition(
         session.refresh_from_db(fields=["state", "driver_fence"])
         raise states.IllegalTransition(session.state, target)
     session.state = target
+    if target != State.RUNNING:
+        # Model access lives only while the agent runs: every other state ends it (a turn's
+        # end, a stop, a failure, a lost driver's turn resumed, the session's end).
+        model_access.revoke(session.pk)
     payload = {"from": current, "to": target}
     if reason:
         payload["reason"] = reason
@@ -94,7 +98,7 @@ def session_create(
     text = _check_prompt(prompt)
     agent = agent or default_agent(repository, agent_command=agent_command)
     try:
-        validate_agent(agent, agent_command, model=model)
+        validate_agent(agent, agent_command, model=model, backend=settings.SANDBOX_BACKEND)
     except AgentError as exc:
         raise SessionError(str(exc)) from None
     with transaction.atomic():
@@ -145,6 +149,7 @@ def session_stop(*, session: Session, user) -> bool:
     if session.state not in states.ACTIVE and session.state != State.QUEUED:
         return False
     get_redis().set(STOP_KEY.format(session.pk), user.get_username(), ex=3600)
+    model_access.revoke(session.pk)  # the agent's next model call is refused at once
     append_event(session.pk, "stop_requested", {"by": user.get_username()})
     return True
 

@@ -9,6 +9,7 @@ from celery import shared_task
 from django.conf import settings
 from django.utils import timezone
 
+from sessions import model_access
 from sessions.lease import DriverLease, is_driven
 from sessions.models import Prompt, Session, State
 from sessions.runner import drive_session
@@ -37,6 +38,7 @@ def watch_sessions() -> list[int]:
     )
     for session_id in {*busy, *waiting}:
         if not is_driven(session_id):
+            model_access.revoke(session_id)  # the dead driver's turn held a token
             run_session.delay(session_id)
             requeued.append(session_id)
     return requeued
@@ -60,6 +62,7 @@ def reap_idle_sandboxes() -> list[int]:
             with contextlib.suppress(SandboxGone):
                 backend.attach(session.sandbox_id).terminate()
             Session.objects.filter(pk=session.pk).update(sandbox_id="")
+            model_access.revoke(session.pk)  # nothing of the sandbox keeps model access
             reaped.append(session.pk)
         finally:
             lease.release()

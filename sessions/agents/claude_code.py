@@ -16,7 +16,8 @@ https://docs.claude.com/en/docs/claude-code/headless), as 2.1.197 prints them:
   "is_error", "api_error_status", "result", "errors", "num_turns", "duration_ms",
   "total_cost_usd", "usage": {...}, "modelUsage": {...}}``
 
-Configuration (what 2.1.197 reads): the key and base URL (without /v1) from the environment,
+Configuration (what 2.1.197 reads): the key and base URL (without /v1) from the environment —
+the model gateway's Anthropic route and the turn's token, never the provider key —
 the model from --model, its config and sessions in $CLAUDE_CONFIG_DIR (the adapter's state
 directory, which the session's snapshot carries to the next turn, where --resume continues the
 conversation). No settings file is read (--setting-sources ""): a repository's .claude/settings
@@ -31,11 +32,9 @@ import json
 from collections.abc import Iterator
 from typing import Any
 
-from django.conf import settings
-
-from sessions.agents.base import AgentError, AgentEvent, Turn, attributed
+from sessions.agents.base import AgentEvent, Turn, attributed
 from sessions.agents.cli_process import CliAgent, StreamParser, text_of, workspace_path
-from sessions.agents.providers import custom_anthropic_base
+from sessions.model_access import GatewayRoute
 from snapshots.sandbox import SandboxError
 
 EDIT_TOOLS = {"Edit": "edit", "MultiEdit": "edit", "Write": "write", "NotebookEdit": "edit"}
@@ -184,15 +183,10 @@ def _retry_notice(obj: dict[str, Any]) -> str:
     return f"Claude Code retries the model API request ({attempt}){': ' + why if why else ''}"
 
 
-def process_env() -> dict[str, str]:
-    """Claude Code's process environment: its key and, for a custom endpoint, its base URL
-    (Claude Code adds /v1 itself)."""
-    if not settings.ANTHROPIC_API_KEY:
-        raise AgentError("the claude-code agent needs ANTHROPIC_API_KEY to be set")
-    env = {"ANTHROPIC_API_KEY": settings.ANTHROPIC_API_KEY}
-    if custom_anthropic_base():
-        env["ANTHROPIC_BASE_URL"] = custom_anthropic_base().removesuffix("/v1")
-    return env
+def process_env(route: GatewayRoute) -> dict[str, str]:
+    """Claude Code's process environment: the model gateway as its Anthropic API (Claude Code
+    adds /v1 itself) and the turn's token as its key; the provider key stays in the gateway."""
+    return {"ANTHROPIC_BASE_URL": route.anthropic_base, "ANTHROPIC_API_KEY": route.token}
 
 
 class ClaudeCodeAgent(CliAgent):

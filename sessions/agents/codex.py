@@ -17,7 +17,8 @@ codex-rs/exec/src/exec_events.rs):
 How 0.171 is configured here, as observed (tests/sessions/agents/test_codex_real.py):
 
 * It ignores OPENAI_BASE_URL: the endpoint is a custom provider given with ``-c`` (which also
-  means no websocket attempt), its key read from CODEX_API_KEY (``env_key``).
+  means no websocket attempt), its key read from CODEX_API_KEY (``env_key``). That endpoint is
+  the model gateway's OpenAI route (Responses API) and the key the turn's token.
 * CODEX_HOME is the adapter's state directory (kept in the session's snapshot), holding only
   the thread's rollout (sessions/) between turns: Codex loads ``$CODEX_HOME/.env`` over its own
   environment at start-up (so a command of an earlier turn could re-point its proxy or key), so
@@ -42,7 +43,7 @@ from django.conf import settings
 from sessions.agents import pricing
 from sessions.agents.base import AgentError, AgentEvent, Turn
 from sessions.agents.cli_process import CliAgent, StreamParser, text_of, workspace_path
-from sessions.agents.providers import custom_openai_base
+from sessions.model_access import GatewayRoute
 from snapshots.sandbox import WORKSPACE
 
 # Codex's key variable (the custom provider's env_key) and that provider's id.
@@ -234,15 +235,11 @@ class CodexParser(StreamParser):
         return events
 
 
-def process_env() -> dict[str, str]:
-    """Codex's process environment: its key and, for a custom endpoint, its base URL (which
-    the adapter gives Codex as its provider's base_url: Codex ignores OPENAI_BASE_URL)."""
-    if not settings.LLM_API_KEY:
-        raise AgentError("the codex agent needs INSPECT_LLM_API_KEY (an OpenAI API key)")
-    env = {KEY_ENV: settings.LLM_API_KEY}
-    if custom_openai_base():
-        env["OPENAI_BASE_URL"] = custom_openai_base()
-    return env
+def process_env(route: GatewayRoute) -> dict[str, str]:
+    """Codex's process environment: the turn's token as its key, and the model gateway's
+    OpenAI route as its base URL (which the adapter gives Codex as its provider's base_url:
+    Codex ignores OPENAI_BASE_URL). The provider key stays in the gateway."""
+    return {KEY_ENV: route.token, "OPENAI_BASE_URL": route.openai_base}
 
 
 def default_model() -> str:

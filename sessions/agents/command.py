@@ -4,7 +4,9 @@ The prompt reaches it as $INSPECT_PROMPT and on stdin (the sandbox's exec has no
 own, so a wrapper shell pipes $INSPECT_PROMPT in); its author is $INSPECT_AUTHOR. The session's
 conversation so far — every prompt with its author and every message the agent sent, this
 turn's prompt last — is in the JSON Lines file $INSPECT_CONVERSATION, so a follow-up can refer
-to earlier turns. Each output
+to earlier turns. A command that calls a model finds the model gateway and the turn's token in
+the variables the providers' SDKs read (ANTHROPIC_BASE_URL + ANTHROPIC_API_KEY,
+OPENAI_BASE_URL + OPENAI_API_KEY); no provider key is ever given. Each output
 line is an `output` event, except that a stdout line holding a JSON object in the built-in
 event shape — ``{"kind": "message", "data": {"text": "…"}}`` — becomes that event. Useful for
 scripted changes, in-house agents, tests, and as the simplest conformance subject.
@@ -18,6 +20,7 @@ from collections.abc import Iterator
 from typing import Any, get_args
 
 from sessions.agents.base import AgentError, AgentEvent, AgentEventKind, AgentRuntime, Turn
+from sessions.model_access import GatewayRoute
 from snapshots.sandbox import ExecHandle
 
 # The agent's own command line is in $INSPECT_AGENT_COMMAND, so no quoting is needed.
@@ -43,13 +46,27 @@ def parse_event_line(text: str) -> AgentEvent | None:
     return AgentEvent(obj["kind"], data)
 
 
+def model_env(route: GatewayRoute | None) -> dict[str, str]:
+    """What a command needs to call a model through the gateway (nothing when the sandbox
+    cannot reach one: a Modal sandbox with no public gateway URL)."""
+    if route is None or not route.openai_base.startswith(("http://", "https://")):
+        return {}
+    return {
+        "ANTHROPIC_BASE_URL": route.anthropic_base,
+        "ANTHROPIC_API_KEY": route.token,
+        "OPENAI_BASE_URL": route.openai_base,
+        "OPENAI_API_KEY": route.token,
+    }
+
+
 class CommandAgent(AgentRuntime):
     name = "command"
 
-    def __init__(self, command: str) -> None:
+    def __init__(self, command: str, *, route: GatewayRoute | None = None) -> None:
         if not command.strip():
             raise AgentError("the command agent needs a command (--agent-command)")
         self.command = command
+        self.process_env = model_env(route)
         self._handle: ExecHandle | None = None
         self._stopped = threading.Event()
 
@@ -69,7 +86,8 @@ class CommandAgent(AgentRuntime):
         self._handle = turn.sandbox.exec(
             ["/bin/sh", "-c", WITH_PROMPT_ON_STDIN],
             env=env,
-            secrets=turn.env,  # the agent-scoped repository secrets, if any: contained
+            # The turn's token and the agent-scoped repository secrets: contained.
+            secrets={**turn.env, **self.process_env},
             cwd="/workspace",
             timeout=turn.limits.wall_seconds,
         )

@@ -9,8 +9,8 @@ from collections.abc import Callable
 from django.conf import settings
 from django.db import DatabaseError
 
-from sessions.agents import AgentError, cli_env
-from sessions.agents.providers import DEFAULT_MODELS, llm_provider, model_client
+from sessions.agents import AgentError
+from sessions.agents.providers import DEFAULT_MODELS, llm_provider, require_upstream
 from snapshots import agent_installs
 from snapshots.models import Repository, Snapshot
 from snapshots.recipe import RecipeError, parse_recipe
@@ -79,13 +79,13 @@ def runtime_lines() -> list[str]:
     provider = llm_provider()
     model = settings.LLM_MODEL or DEFAULT_MODELS[provider]
     try:
-        model_client()
+        require_upstream("builtin")
         lines.append(f"builtin: {provider} model {model}: configured")
     except AgentError as exc:
         lines.append(f"builtin: {provider} model {model}: NOT configured: {exc}")
     for runtime, cli in agent_installs.PINNED.items():
         try:
-            cli_env(runtime)
+            require_upstream(runtime)
             model = "model settings configured"
         except AgentError as exc:
             model = f"NOT configured: {exc}"

@@ -13,12 +13,12 @@ StepFinishPart):
   exits 1. There is no closing event: the process's exit ends the turn.
 
 Configuration (checked against opencode-ai 1.18.33): everything is in OPENCODE_CONFIG_CONTENT —
-the platform's providers with their base URLs (OpenCode's convention includes ``/v1``), keys by
-``{env:…}`` reference, the model declared under its provider and chosen with ``--model``. The
-repository's own opencode.json / .opencode/ are not read (OPENCODE_DISABLE_PROJECT_CONFIG), so
-they cannot redirect the key; the instructions file is named in the config instead. Sessions
-live in XDG_DATA_HOME under the state directory and continue with ``--session <id>``; the
-prompt comes on stdin; images are attached with ``--file``.
+the platform's providers with the model gateway's base URLs (OpenCode's convention includes
+``/v1``), the turn's token by ``{env:…}`` reference, the model declared under its provider and
+chosen with ``--model``. The repository's own opencode.json / .opencode/ are not read
+(OPENCODE_DISABLE_PROJECT_CONFIG), so they cannot redirect the token; the instructions file is
+named in the config instead. Sessions live in XDG_DATA_HOME under the state directory and
+continue with ``--session <id>``; the prompt comes on stdin; images are attached with ``--file``.
 """
 
 from __future__ import annotations
@@ -33,6 +33,7 @@ from sessions.agents.base import AgentError, AgentEvent, Turn
 from sessions.agents.cli_process import CliAgent, StreamParser, workspace_path
 from sessions.agents.pricing import price_of
 from sessions.agents.providers import DEFAULT_MODELS, custom_openai_base, llm_provider
+from sessions.model_access import GatewayRoute
 from snapshots.sandbox import WORKSPACE, SandboxError
 
 EDIT_TOOLS = {"edit": "edit", "multiedit": "edit", "write": "write", "patch": "edit"}
@@ -156,23 +157,23 @@ def provider_entry(provider: str, base_url: str, key_var: str) -> dict[str, Any]
     return entry
 
 
-def process_env() -> dict[str, str]:
-    """OpenCode's process environment: the configured providers' keys, and its whole
-    configuration in OPENCODE_CONFIG_CONTENT (base URLs with OpenCode's /v1 suffix, each key
-    read from the environment, the default model) — see `OpenCodeAgent.configure`."""
+def process_env(route: GatewayRoute) -> dict[str, str]:
+    """OpenCode's process environment: the turn's token (as each provider's key) and its whole
+    configuration in OPENCODE_CONFIG_CONTENT — the providers the gateway has an upstream for,
+    each at the gateway's route for its wire format (OpenCode's /v1 suffix), its key read from
+    the environment, the default model; see `OpenCodeAgent.configure`. The provider keys stay
+    in the gateway."""
     env: dict[str, str] = {}
     providers: dict[str, Any] = {}
     if settings.ANTHROPIC_API_KEY:
-        env["ANTHROPIC_API_KEY"] = settings.ANTHROPIC_API_KEY
-        base = settings.ANTHROPIC_BASE_URL.rstrip("/")
-        providers[ANTHROPIC] = provider_entry(ANTHROPIC, base + "/v1", "ANTHROPIC_API_KEY")
-    if settings.LLM_API_KEY or custom_openai_base():  # a local server needs no key
-        if settings.LLM_API_KEY:
-            env["OPENAI_API_KEY"] = settings.LLM_API_KEY
+        env["ANTHROPIC_API_KEY"] = route.token
+        providers[ANTHROPIC] = provider_entry(
+            ANTHROPIC, route.anthropic_base + "/v1", "ANTHROPIC_API_KEY"
+        )
+    if settings.LLM_API_KEY or custom_openai_base():  # a local server needs no key upstream
+        env["OPENAI_API_KEY"] = route.token
         providers[OPENAI_COMPATIBLE] = provider_entry(
-            OPENAI_COMPATIBLE,
-            settings.LLM_BASE_URL,
-            "OPENAI_API_KEY" if settings.LLM_API_KEY else "",
+            OPENAI_COMPATIBLE, route.openai_base, "OPENAI_API_KEY"
         )
     if not providers:
         raise AgentError(

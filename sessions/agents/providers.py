@@ -1,7 +1,11 @@
 """What this deployment configures for its agents, read from the settings: the model provider
 and its endpoints, the default models, the keys no stored event may hold, and the per-turn
 limits. The runtimes take these from here, never from the registry (`sessions.agents`), so
-that no runtime imports another."""
+that no runtime imports another.
+
+No runtime is given a provider key: each reaches the model gateway (gateway/) with its turn's
+token (`sessions.model_access.GatewayRoute`), and the gateway forwards with the key it holds.
+`require_upstream` checks that the gateway has the upstream a runtime needs."""
 
 from __future__ import annotations
 
@@ -11,6 +15,7 @@ from django.conf import settings
 
 from sessions.agents.base import AgentError, TurnLimits
 from sessions.agents.llm import AnthropicMessages, ModelClient, OpenAIChat
+from sessions.model_access import GatewayRoute
 
 DEFAULT_MODELS = {"openai": "gpt-4.1", "anthropic": "claude-sonnet-4-5"}
 HOSTED_OPENAI = "api.openai.com"
@@ -42,18 +47,30 @@ def llm_provider() -> str:
     return "openai"
 
 
-def model_client(*, model: str = "") -> ModelClient:
-    """The built-in agent's model client; AgentError if its key is missing."""
-    provider = llm_provider()
-    model = model or settings.LLM_MODEL or DEFAULT_MODELS[provider]
-    if provider == "anthropic":
+def require_upstream(runtime: str) -> None:
+    """AgentError, naming the setting to add, when the gateway has no upstream (a provider
+    key, or a local OpenAI-compatible server) for what `runtime` speaks."""
+    if runtime == "builtin":
+        _require_builtin_upstream()
+    elif runtime == "claude-code" and not settings.ANTHROPIC_API_KEY:
+        raise AgentError("the claude-code agent needs ANTHROPIC_API_KEY to be set")
+    elif runtime == "codex" and not settings.LLM_API_KEY:
+        raise AgentError("the codex agent needs INSPECT_LLM_API_KEY (an OpenAI API key)")
+    elif runtime == "opencode" and not (
+        settings.ANTHROPIC_API_KEY or settings.LLM_API_KEY or custom_openai_base()
+    ):
+        raise AgentError(
+            "the opencode agent needs INSPECT_LLM_API_KEY or ANTHROPIC_API_KEY to be set"
+        )
+
+
+def _require_builtin_upstream() -> None:
+    if llm_provider() == "anthropic":
         if not settings.ANTHROPIC_API_KEY:
             raise AgentError(
                 "the builtin agent is set to use Anthropic but ANTHROPIC_API_KEY is not set"
             )
-        return AnthropicMessages(
-            api_key=settings.ANTHROPIC_API_KEY, model=model, base_url=settings.ANTHROPIC_BASE_URL
-        )
+        return
     base = settings.LLM_BASE_URL
     if urlsplit(base).scheme not in ("http", "https"):
         raise AgentError(f"INSPECT_LLM_BASE_URL {base!r} is not an http(s) URL")
@@ -63,7 +80,17 @@ def model_client(*, model: str = "") -> ModelClient:
             f"{base}), point INSPECT_LLM_BASE_URL at an OpenAI-compatible server such as "
             "Ollama (http://127.0.0.1:11434/v1), or set ANTHROPIC_API_KEY"
         )
-    return OpenAIChat(base_url=base, api_key=settings.LLM_API_KEY, model=model)
+
+
+def model_client(route: GatewayRoute, *, model: str = "") -> ModelClient:
+    """The built-in agent's model client: the configured provider's wire format, sent to the
+    gateway with the turn's token; AgentError if the gateway has no upstream for it."""
+    _require_builtin_upstream()
+    provider = llm_provider()
+    model = model or settings.LLM_MODEL or DEFAULT_MODELS[provider]
+    if provider == "anthropic":
+        return AnthropicMessages(api_key=route.token, model=model, base_url=route.anthropic_base)
+    return OpenAIChat(base_url=route.openai_base, api_key=route.token, model=model)
 
 
 def custom_openai_base() -> str:
