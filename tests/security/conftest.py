@@ -3,6 +3,7 @@ from tests.approvals.conftest import agent_request, agent_session, client_for  #
 from tests.integrations.github.conftest import deliver, github_pr  # noqa: F401
 from tests.integrations.slack.conftest import fake_slack  # noqa: F401
 from tests.sessions.agents.conftest import fake_model  # noqa: F401
+from tests.sessions.agents.gateway_fixtures import gateway_boxes, platform_gateway  # noqa: F401
 from tests.sessions.preview.test_preview_websockets import ws_session  # noqa: F401
 from tests.sessions.pulls.conftest import publishing  # noqa: F401
 from tests.sessions.terminal.conftest import cookies, live_session, terminal_daphne  # noqa: F401

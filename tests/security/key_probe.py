@@ -6,7 +6,8 @@ included), $HOME, /root, /tmp, /var/tmp, /etc and /run.
 It is given only the key's SHA-256, its length and its first characters, never the key: it
 hashes what follows each occurrence of that prefix. It prints one line for the session's log
 (``{"kind": "message", ...}``: where the key and tokens were found, and each token's SHA-256),
-and copies the tokens it found to ``$HOME/.leaked-tokens`` — as an attacker would, to use them
+and copies the tokens it found to ``/workspace/.git/leaked-tokens`` (in the sandbox, out of the
+diff and of what the platform scrubs after a CLI's turn) — as an attacker would, to use them
 after the turn.
 """
 
@@ -61,8 +62,7 @@ for place in places:
     if found:
         token_hits.append(place)
         tokens |= found
-home = os.environ.get("HOME") or "/root"
-with open(os.path.join(home, ".leaked-tokens"), "wb") as out:
+with open("/workspace/.git/leaked-tokens", "wb") as out:
     out.write(b"\n".join(sorted(tokens)))
 report = {
     "searched": len(places),

@@ -108,9 +108,11 @@ def test_a_command_agent_turn_that_opens_a_pull_request_is_audited_whole(
 
 
 def test_every_tool_call_of_the_builtin_agent_is_audited(
-    settings, audited_repo, create_session, fake_model
+    settings, audited_repo, create_session, fake_model, start_gateway, platform_gateway
 ):
-    settings.LLM_PROVIDER, settings.LLM_BASE_URL = "openai", fake_model.url + "/v1"
+    # The scripted model as the provider, behind a gateway of its own.
+    platform_gateway(start_gateway(fake_model.url, fake_model.url + "/v1"))
+    settings.LLM_PROVIDER = "openai"
     settings.LLM_MODEL, settings.LLM_RETRIES = "gpt-4.1", 1
     fake_model.push(
         chat_tool_calls(("list_files", {})),

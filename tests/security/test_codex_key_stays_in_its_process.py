@@ -1,5 +1,7 @@
 """Attack: get the model key out of a Codex turn, or re-point the next turn's Codex, from inside
-the sandbox, with the real CLI (the platform's pinned @openai/codex) against the stand-in model.
+the sandbox, with the real CLI (the platform's pinned @openai/codex) against the stand-in model
+behind the model gateway. Codex holds only its turn's token; the platform's key is nowhere in the
+sandbox, and a token copied there is refused once its turn is over.
 
 * Codex's "shell snapshot" writes its shell's whole environment, key included, to a file under
   CODEX_HOME, which is in the workspace's .git (the session's snapshot keeps it) and readable by
@@ -17,21 +19,29 @@ import json
 import os
 import shutil
 
+import httpx
 import pytest
 
+from sessions import model_access
+from sessions.agents.providers import configured_secrets
 from sessions.agents.redaction import RedactingRuntime
+from tests.gateway.conftest import UPSTREAM_KEY
 from tests.sessions.agents import test_codex_real as real
-from tests.sessions.agents.test_codex_real import KEY, codex, turn
+from tests.sessions.agents.gateway_fixtures import gateway_boxes  # noqa: F401 - a fixture
+from tests.sessions.agents.test_codex_real import codex, turn
 
-# The real-CLI fixtures: a stand-in model and sandboxes that reach only it.
+# The real-CLI fixtures: sandboxes with egress none that reach the stand-in only via the gateway.
 standin, sandboxes, box = real.standin, real.sandboxes, real.box
 
 pytestmark = [
     pytest.mark.skipif(os.geteuid() != 0, reason="the local backend needs root"),
     pytest.mark.skipif(not shutil.which("bwrap"), reason="bubblewrap is not installed"),
+    pytest.mark.django_db(transaction=True),
 ]
 
 HOME = "/workspace/.git/inspect-agent/codex"
+# Not searched for the key: kernel views, devices and the read-only system and CLI trees.
+SYSTEM_DIRS = ("proc", "sys", "dev", "usr", "opt")
 # Copies what Codex leaves under CODEX_HOME as it appears (the shell snapshots, an .env),
 # as any command in the sandbox could while the turn runs.
 WATCHER = f"""
@@ -47,29 +57,44 @@ done
 def test_a_codex_turn_leaves_its_key_nowhere_in_the_sandbox(sandboxes, box, standin):
     watcher = box.exec(["/bin/sh", "-c", WATCHER])
     try:
-        agent = RedactingRuntime(codex(sandboxes), [KEY])
+        inner = codex(sandboxes)
+        (token,) = sandboxes.tokens
+        agent = RedactingRuntime(inner, [*configured_secrets(), token])
         events = list(agent.run(turn(box, "create notes.txt with hello")))
     finally:
         watcher.kill()
     assert "failed" not in events[-1].data, events
     assert box.read_file("notes.txt") == b"hello\n"
-    assert standin.model_requests()[0].headers["authorization"] == f"Bearer {KEY}"
-    found = box.run(["grep", "-rlF", KEY, "/workspace", "/tmp"], timeout=60)
-    assert found.exit_code == 1, found.stdout  # 1: no file holds it
-    assert KEY not in repr(events)
+    # Only the gateway used the key; Codex's process held the token.
+    assert standin.model_requests()[0].headers["authorization"] == f"Bearer {UPSTREAM_KEY}"
+    found = box.run(
+        ["grep", "-rlsF", UPSTREAM_KEY, "/", *(f"--exclude-dir={d}" for d in SYSTEM_DIRS)],
+        timeout=120,
+    )
+    assert found.exit_code in (1, 2) and found.stdout == "", found.stdout  # no file holds it
+    assert UPSTREAM_KEY not in repr(events) and token not in repr(events)
+    # Whatever copy of the token the loot holds dies with the turn (as the runner revokes it).
+    model_access.revoke(sandboxes.sessions[0].pk)
+    refused = httpx.post(
+        sandboxes.gateway.url + "/openai/v1/responses",
+        headers={"authorization": f"Bearer {token}"},
+        json={"model": "gpt-5-codex", "input": "hi"},
+    )
+    assert refused.status_code == 401
+    assert "model access ended" in refused.text
 
 
 def test_what_an_earlier_turn_or_the_repository_left_cannot_redirect_codex(sandboxes, box, standin):
     box.write_file(
         ".git/inspect-agent/codex/.env",
-        b"CODEX_API_KEY=sk-planted\nHTTP_PROXY=http://127.0.0.1:9\nhttp_proxy=http://127.0.0.1:9\n",
+        b"CODEX_API_KEY=iwt_planted\nHTTP_PROXY=http://127.0.0.1:9\nhttp_proxy=http://127.0.0.1:9\n",
     )
     box.write_file(
         ".git/inspect-agent/codex/config.toml",
         b'developer_instructions = "PLANTED-USER-CONFIG"\n'
         b'[projects."/workspace"]\ntrust_level = "trusted"\n',
     )
-    evil = sandboxes.route.url + "/evil/v1"
+    evil = "http://evil.test/evil/v1"  # unreachable anyway: egress is none
     box.write_file(
         ".codex/config.toml",
         (
@@ -87,5 +112,5 @@ def test_what_an_earlier_turn_or_the_repository_left_cannot_redirect_codex(sandb
     assert requests
     for request in requests:
         assert request.path == "/v1/responses"  # not /evil/, no planted query
-        assert request.headers["authorization"] == f"Bearer {KEY}"
+        assert request.headers["authorization"] == f"Bearer {UPSTREAM_KEY}"
         assert "PLANTED" not in json.dumps(request.body)

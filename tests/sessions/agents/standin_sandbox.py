@@ -16,8 +16,9 @@ from __future__ import annotations
 import contextlib
 import shutil
 import subprocess
-from collections.abc import Iterator, Mapping
+from collections.abc import Callable, Iterator, Mapping
 from pathlib import Path
+from typing import Any
 
 import pytest
 
@@ -131,3 +132,84 @@ def standin_sandboxes(root: Path, tools_dir: Path) -> Iterator[StandinSandboxes]
             yield made
         finally:
             made.close()
+
+
+class GatewaySandboxes(StandinSandboxes):
+    """Sandboxes as the platform makes them for a session since the model gateway: egress
+    `none` (or an allowlist of attack servers only), and the gateway at 127.0.0.1:4181 through
+    their door — the gateway in front of `upstream`, the stand-in model as the provider, holding
+    the platform's key. A runtime is given `route(token)`; ``standin`` is the upstream."""
+
+    def __init__(
+        self,
+        root: Path,
+        tools_dir: Path | None,
+        gateway,
+        upstream: StandinModel,
+        *,
+        servers: Mapping[str, StandinModel] | None = None,
+        limits: Limits | None = None,
+    ) -> None:
+        servers = dict(servers or {})
+        routes = {name: server.sandbox_route(name) for name, server in servers.items()}
+        self.root = root
+        self.standin = upstream
+        self.urls = {name: route.url for name, route in routes.items()}
+        self.nat_gid = 120_000 + upstream.port % 10_000
+        self.limits = limits
+        hosts: dict[str, str] = {}
+        exceptions: tuple = ()
+        for route in routes.values():
+            hosts.update(route.egress_hosts)
+            exceptions += route.egress_exceptions
+        self.gateway = gateway
+        self.sessions: list[Any] = []
+        self.tokens: list[str] = []
+        self.backend = LocalBackend(
+            root / "sandboxes",
+            egress_hosts=hosts,
+            egress_exceptions=exceptions,
+            tools_dir=tools_dir,
+            nat_gid=self.nat_gid,
+            gateway_socket=gateway.socket_path,
+        )
+        self._boxes = []
+        self._trees = 0
+
+    # Set by the fixture: mints a turn's token, (token, session), as the runner does.
+    mint: Callable[[str], tuple[str, Any]]
+
+    def route(self, token: str):
+        """What the runner gives a runtime in one of these sandboxes for the turn's token."""
+        from sessions.model_access import gateway_base, route_for  # why: needs Django set up
+
+        return route_for(gateway_base(self.backend.name), token)
+
+    def turn_route(self, runtime: str):
+        """A new turn's route for `runtime`; the turn's session is kept in `sessions`."""
+        token, session = self.mint(runtime)
+        self.sessions.append(session)
+        self.tokens.append(token)
+        return self.route(token)
+
+    def restore(self, ref: SnapshotRef) -> Sandbox:
+        policy = NetworkPolicy("allowlist", tuple(self.urls)) if self.urls else NetworkPolicy()
+        box = self.backend.create(snapshot=ref, network=policy, limits=self.limits)
+        self._boxes.append(box)
+        return box
+
+
+@contextlib.contextmanager
+def gateway_sandboxes(
+    root: Path, tools_dir: Path, gateway, upstream: StandinModel, **options
+) -> Iterator[GatewaySandboxes]:
+    """Sandboxes that reach models only through the gateway (see GatewaySandboxes)."""
+    skip_without_sandbox()
+    made = GatewaySandboxes(
+        root, tools_dir, gateway, upstream,
+        limits=Limits(wall_seconds=900, memory_mb=2048, pids=256), **options,
+    )  # fmt: skip
+    try:
+        yield made
+    finally:
+        made.close()

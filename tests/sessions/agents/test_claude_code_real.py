@@ -1,7 +1,8 @@
-"""The real Claude Code (the platform's pinned @anthropic-ai/claude-code) in a real sandbox,
-against the stand-in model (tests/standin_model/): a change, a second person's follow-up that
-undoes it in the same conversation (resumed from the state the snapshot carried), a conversation
-whose state was lost, a model the API refuses, usage, and images."""
+"""The real Claude Code (the platform's pinned @anthropic-ai/claude-code) in a real sandbox with
+egress `none`, against the stand-in model (tests/standin_model/) through the model gateway (its
+door in the sandbox, the turn's token as its key; every call metered): a change, a second
+person's follow-up that undoes it in the same conversation (resumed from the state the snapshot
+carried), a conversation whose state was lost, a model the API refuses, usage, and images."""
 
 from __future__ import annotations
 
@@ -12,12 +13,16 @@ import time
 import pytest
 
 from sessions.agents.base import AgentEvent, Author, Conversation, Image, Turn
-from sessions.agents.claude_code import ClaudeCodeAgent
+from sessions.agents.claude_code import ClaudeCodeAgent, process_env
+from tests.gateway.conftest import UPSTREAM_KEY, wait_for_request
 from tests.sessions.agents.conftest import of_kind
-from tests.sessions.agents.standin_sandbox import STANDIN_KEY, standin_sandboxes
 from tests.standin_model import NO_UNDO
 
-pytestmark = pytest.mark.skipif(os.geteuid() != 0, reason="the local backend needs root")
+pytestmark = [
+    pytest.mark.skipif(os.geteuid() != 0, reason="the local backend needs root"),
+    # The turn's token is committed: the gateway process checks it through its own connection.
+    pytest.mark.django_db(transaction=True),
+]
 
 ADA = Author(username="ada", name="Ada Engineer", email="ada@example.com")
 BOB = Author(username="bob", name="Bob Reviewer", email="bob@example.com")
@@ -31,14 +36,13 @@ PNG = bytes.fromhex(
 
 
 @pytest.fixture
-def sandboxes(tmp_path, platform_clis):
-    with standin_sandboxes(tmp_path, platform_clis) as made:
-        yield made
+def sandboxes(gateway_boxes):
+    return gateway_boxes
 
 
 def agent(sandboxes, model: str = "claude-sonnet-4-5") -> ClaudeCodeAgent:
-    env = {"ANTHROPIC_API_KEY": STANDIN_KEY, "ANTHROPIC_BASE_URL": sandboxes.route.url}
-    return ClaudeCodeAgent(env=env, model=model)
+    """Claude Code for a new turn: the gateway as its API, the turn's token as its key."""
+    return ClaudeCodeAgent(env=process_env(sandboxes.turn_route("claude-code")), model=model)
 
 
 def run(runtime: ClaudeCodeAgent, turn: Turn) -> list[AgentEvent]:
@@ -101,6 +105,13 @@ def test_a_second_person_undoes_the_first_turn_in_the_resumed_conversation(sandb
     assert "Request from Ada Engineer (ada):\n\ncreate notes.txt with hello" in prompts
     assert "Request from Bob Reviewer (bob):\n\nundo what you just did" in prompts
     assert conversation.resume_id == session_id
+    # Each turn's calls were metered under its own token's session; the provider saw the
+    # platform's key, never the token.
+    for session in sandboxes.sessions:
+        assert {r.runtime for r in wait_for_request(session)} == {"claude-code"}
+    assert {r.headers.get("x-api-key") for r in sandboxes.standin.model_requests()} == {
+        UPSTREAM_KEY
+    }
 
 
 def test_a_conversation_whose_state_was_lost_starts_anew_and_says_so(sandboxes):

@@ -1,7 +1,8 @@
-"""The real Codex CLI (the platform's pinned @openai/codex) in a real sandbox, against the
-stand-in model over the OpenAI Responses API, reached only through the sandbox's egress proxy:
-a change, a follow-up by another person that refers to it (resumed from the session's snapshot),
-a refused model, usage with a cost, warnings as notices, an unreachable API, images."""
+"""The real Codex CLI (the platform's pinned @openai/codex) in a real sandbox with egress `none`,
+against the stand-in model over the OpenAI Responses API, reached only through the model gateway
+(the sandbox's door, the turn's token as its key; every call metered): a change, a follow-up by
+another person that refers to it (resumed from the session's snapshot), a refused model, usage
+with a cost, warnings as notices, a token that is no longer valid, an unreachable API, images."""
 
 from __future__ import annotations
 
@@ -18,13 +19,14 @@ import pytest
 
 from sessions.agents import pricing
 from sessions.agents.base import Author, Conversation, Image, Turn, TurnLimits
-from sessions.agents.codex import CodexAgent
-from tests.sessions.agents.standin_sandbox import StandinSandboxes
-from tests.standin_model import StandinModel
+from sessions.agents.codex import KEY_ENV, CodexAgent, process_env
+from tests.gateway.conftest import UPSTREAM_KEY, wait_for_request
 
 pytestmark = [
     pytest.mark.skipif(os.geteuid() != 0, reason="the local backend needs root"),
     pytest.mark.skipif(not shutil.which("bwrap"), reason="bubblewrap is not installed"),
+    # The turn's token is committed: the gateway process checks it through its own connection.
+    pytest.mark.django_db(transaction=True),
 ]
 
 KEY = "sk-codex-real-" + secrets.token_hex(12)
@@ -48,21 +50,18 @@ def png(width: int = 4, height: int = 4) -> bytes:
     )
 
 
-@pytest.fixture(scope="module")
-def standin():
-    with StandinModel(key=KEY) as server:
-        yield server
+@pytest.fixture
+def sandboxes(gateway_boxes):
+    """Sandboxes reaching models only through the gateway, from a committed repository
+    (``sandboxes.base``)."""
+    gateway_boxes.base = gateway_boxes.snapshot({"README.md": "# widgets\n"}, git="commit")
+    return gateway_boxes
 
 
-@pytest.fixture(scope="module")
-def sandboxes(tmp_path_factory, platform_clis, standin):
-    """Sandboxes reaching only the stand-in, from a committed repository (``sandboxes.base``)."""
-    made = StandinSandboxes(
-        tmp_path_factory.mktemp("codex"), platform_clis, {"model.test": standin}
-    )
-    made.base = made.snapshot({"README.md": "# widgets\n"}, git="commit")  # type: ignore[attr-defined]
-    yield made
-    made.close()
+@pytest.fixture
+def standin(sandboxes):
+    """The provider behind the gateway."""
+    return sandboxes.standin
 
 
 @pytest.fixture
@@ -73,12 +72,13 @@ def box(sandboxes, standin):
     sandbox.terminate()
 
 
-def codex(sandboxes, *, model: str = "gpt-5-codex", key: str = KEY, base_url: str = ""):
-    return CodexAgent(
-        env={"CODEX_API_KEY": key},
-        model=model,
-        base_url=base_url or sandboxes.route.url + "/v1",
-    )
+def codex(sandboxes, *, model: str = "gpt-5-codex", token: str = ""):
+    """Codex for a new turn: the gateway as its provider, the turn's token as its key (or
+    `token` instead)."""
+    env = process_env(sandboxes.turn_route("codex"))
+    if token:
+        env[KEY_ENV] = token
+    return CodexAgent(env=env, model=model)
 
 
 def turn(sandbox, prompt: str, author: Author = ADA, **kwargs) -> Turn:
@@ -121,7 +121,10 @@ def test_a_change_then_another_users_undo_resumes_the_thread_from_the_snapshot(
     assert usage1["cost_usd"] > 0
     first_requests = standin.model_requests()
     assert {r.model for r in first_requests} == {"gpt-5-codex"}
-    assert all(r.headers["authorization"] == f"Bearer {KEY}" for r in first_requests)
+    # The provider saw the platform's key, never the token; the gateway metered the calls.
+    assert all(r.headers["authorization"] == f"Bearer {UPSTREAM_KEY}" for r in first_requests)
+    metered = wait_for_request(sandboxes.sessions[0], len(first_requests))
+    assert {r.runtime for r in metered} == {"codex"}
 
     # The next turn runs where the session's snapshot is restored, as the runner does.
     snapshot = box.snapshot()
@@ -157,13 +160,17 @@ def test_a_refused_model_fails_the_turn_with_the_providers_words(sandboxes, box)
     assert of_kind(events, "error") == [{"message": said}]
 
 
-def test_retries_are_notices_and_a_wrong_key_fails_with_the_apis_words(sandboxes, box):
-    events = list(codex(sandboxes, key="sk-wrong-key").run(turn(box, "create notes.txt with hi")))
-    notices = [n["message"] for n in of_kind(events, "notice")]
-    assert any(m.startswith("Codex: Reconnecting... 5/5 (unexpected status 401") for m in notices)
+def test_a_token_that_is_not_valid_fails_with_the_gateways_words(sandboxes, box):
+    """A token copied from an ended turn (here: one never minted) is refused by the gateway,
+    and Codex shows the gateway's message."""
+    events = list(
+        codex(sandboxes, token="iwt_" + "x" * 43).run(turn(box, "create notes.txt with hi"))
+    )
     (error,) = of_kind(events, "error")
-    assert error["message"].startswith("Codex: unexpected status 401 Unauthorized: Incorrect API")
+    assert "401" in error["message"], error
+    assert "this session's model access ended; start a new turn" in error["message"]
     assert events[-1].data["failed"] == error["message"]
+    assert sandboxes.standin.model_requests() == []  # nothing reached the provider
 
 
 def test_images_reach_the_model(sandboxes, box, standin):

@@ -1,7 +1,8 @@
-"""The real OpenCode CLI (the platform's pinned opencode-ai) in a real sandbox, against the
-stand-in model, configured as the platform configures it — for each provider the platform
-knows: Anthropic (ANTHROPIC_API_KEY / ANTHROPIC_BASE_URL) and an OpenAI-compatible endpoint
-(INSPECT_LLM_API_KEY / INSPECT_LLM_BASE_URL).
+"""The real OpenCode CLI (the platform's pinned opencode-ai) in a real sandbox with egress
+`none`, against the stand-in model behind the model gateway (the sandbox's door, the turn's token
+as each provider's key; every call metered), configured as the platform configures it — for each
+provider the platform knows: Anthropic (ANTHROPIC_API_KEY) and an OpenAI-compatible endpoint
+(INSPECT_LLM_API_KEY), each key held by the gateway alone.
 
 A turn makes its change; a follow-up by another person, in a sandbox restored from the first
 turn's snapshot, continues the same OpenCode session (the model sees turn 1 and who asked); a
@@ -16,11 +17,12 @@ import pytest
 
 from sessions.agents import get_runtime
 from sessions.agents.base import Author, Conversation, Image, Turn, TurnLimits
-from tests.sessions.agents.opencode_sandbox import PROVIDERS, configure, sandbox_for
-from tests.sessions.agents.standin_sandbox import skip_without_sandbox
-from tests.standin_model import StandinModel
+from tests.gateway.conftest import UPSTREAM_KEY, wait_for_request
+from tests.sessions.agents.opencode_sandbox import PROVIDERS, configure
 
-KEY = "sk-standin-" + "7" * 24
+# The turn's token is committed: the gateway process checks it through its own connection.
+pytestmark = pytest.mark.django_db(transaction=True)
+
 ADA = Author(username="ada", name="Ada Engineer", email="ada@example.com")
 BOB = Author(username="bob", name="Bob Reviewer", email="bob@example.com")
 MODELS = {"anthropic": "claude-sonnet-4-5", "openai": "gpt-4.1"}
@@ -36,15 +38,21 @@ PNG = base64.b64decode(
 
 
 @pytest.fixture(params=PROVIDERS)
-def world(request, tmp_path, settings, platform_clis):
-    """(provider, stand-in, create, sandbox) with the platform configured for that provider."""
-    skip_without_sandbox()
-    with StandinModel(key=KEY) as standin:
-        servers = {"model.test": standin}
-        world = sandbox_for(tmp_path, platform_clis, FILES, servers)
-        with world as (create, box, urls):
-            configure(settings, request.param, urls["model.test"], KEY, MODELS[request.param])
-            yield request.param, standin, create, box
+def world(request, settings, gateway_boxes):
+    """(provider, stand-in, create, sandbox, runtime) with the platform configured for that
+    provider; `runtime(model="")` is OpenCode for a new turn, as the runner builds it."""
+    sandboxes = gateway_boxes
+    box = sandboxes.create(FILES, git="none")
+    box.run(["git", "init", "-q", "."], timeout=60)
+    # Only the provider's key is configured (the gateway holds it; OpenCode gets the token).
+    configure(settings, request.param, "", UPSTREAM_KEY, MODELS[request.param])
+
+    def runtime(model: str = ""):
+        return get_runtime("opencode", route=sandboxes.turn_route("opencode"), model=model)
+
+    yield request.param, sandboxes.standin, sandboxes.restore, box, runtime
+    for session in sandboxes.sessions:  # every turn's calls are metered
+        assert {r.runtime for r in wait_for_request(session)} == {"opencode"}
 
 
 def turn(box, prompt, author, conversation, **kwargs) -> Turn:
@@ -63,12 +71,10 @@ def summary(events) -> list:
 
 
 def test_a_change_then_another_persons_undo_continue_one_opencode_session(world):
-    provider, standin, create, box = world
+    provider, standin, create, box, runtime = world
     conversation = Conversation()
 
-    first = list(
-        get_runtime("opencode").run(turn(box, "create notes.txt with hello", ADA, conversation))
-    )
+    first = list(runtime().run(turn(box, "create notes.txt with hello", ADA, conversation)))
     assert "failed" not in first[-1].data, summary(first)
     assert box.read_file("notes.txt") == b"hello\n"
     assert conversation.resume_id.startswith("ses_")
@@ -88,9 +94,7 @@ def test_a_change_then_another_persons_undo_continue_one_opencode_session(world)
     # The next turn runs in a sandbox restored from this one's snapshot, as a session's does.
     second_box = create(box.snapshot())
     standin.clear()
-    second = list(
-        get_runtime("opencode").run(turn(second_box, "undo what you just did", BOB, conversation))
-    )
+    second = list(runtime().run(turn(second_box, "undo what you just did", BOB, conversation)))
     assert "failed" not in second[-1].data, summary(second)
     assert second_box.run(["test", "-e", "notes.txt"], timeout=30).exit_code == 1
     request = standin.requests_with_tools()[0]
@@ -102,13 +106,9 @@ def test_a_change_then_another_persons_undo_continue_one_opencode_session(world)
 
 
 def test_a_model_the_api_refuses_fails_the_turn_in_the_apis_own_words(world):
-    provider, standin, _, box = world
+    provider, standin, _, box, runtime = world
     model = {"anthropic": "claude-nope", "openai": "gpt-nope"}[provider]
-    events = list(
-        get_runtime("opencode", model=model).run(
-            turn(box, "create notes.txt with hello", ADA, Conversation())
-        )
-    )
+    events = list(runtime(model).run(turn(box, "create notes.txt with hello", ADA, Conversation())))
     failed = events[-1].data["failed"]
     assert failed == f"OpenCode: {REFUSALS[provider]} (HTTP 404)"
     assert [e.data["message"] for e in events if e.kind == "error"] == [failed]
@@ -118,12 +118,10 @@ def test_a_model_the_api_refuses_fails_the_turn_in_the_apis_own_words(world):
 
 
 def test_images_on_the_prompt_reach_the_model(world):
-    _, standin, _, box = world
+    _, standin, _, box, runtime = world
     image = Image(name="screen shot.png", media_type="image/png", data=PNG)
     events = list(
-        get_runtime("opencode").run(
-            turn(box, "what is in this picture", ADA, Conversation(), images=(image,))
-        )
+        runtime().run(turn(box, "what is in this picture", ADA, Conversation(), images=(image,)))
     )
     assert "failed" not in events[-1].data, summary(events)
     (request,) = standin.model_requests()
@@ -135,11 +133,9 @@ def test_images_on_the_prompt_reach_the_model(world):
 
 
 def test_a_session_whose_state_was_lost_starts_a_new_one_and_says_so(world):
-    provider, standin, _, box = world
+    provider, standin, _, box, runtime = world
     conversation = Conversation(resume_id="ses_0123456789abcdefGHIJKLMNOP")
-    events = list(
-        get_runtime("opencode").run(turn(box, "create notes.txt with hello", ADA, conversation))
-    )
+    events = list(runtime().run(turn(box, "create notes.txt with hello", ADA, conversation)))
     assert "failed" not in events[-1].data, summary(events)
     notices = [e.data["message"] for e in events if e.kind == "notice"]
     assert any(n.startswith("could not resume the earlier conversation") for n in notices)

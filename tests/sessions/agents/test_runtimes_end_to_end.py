@@ -1,9 +1,10 @@
 """End to end, as a team uses it: for each runtime a three-turn session — the first prompt by one
 engineer, two follow-ups by a second one that only make sense with the earlier turns — ends
 with the right diff on its pull request. The CLIs are the real packages the platform installs,
-run in real sandboxes against the stand-in model (tests/standin_model/), which they reach
-through the sandbox's egress proxy; a model the provider does not know fails the turn with the
-provider's own words; usage has model, tokens and cost."""
+run in real sandboxes whose egress is `none`, against the stand-in model (tests/standin_model/)
+behind the model gateway, which they reach through the sandbox's door with their turn's token
+(the built-in agent from the worker); every call is metered; a model the provider does not know
+fails the turn with the provider's own words; usage has model, tokens and cost."""
 
 from __future__ import annotations
 
@@ -13,11 +14,12 @@ from dataclasses import dataclass
 
 import pytest
 
-from sessions.models import Event, PullRequest, Session
-from tests.sessions.agents.conftest import MODEL_KEY
-from tests.standin_model import StandinModel
+from gateway.models import ModelRequest
+from sessions.models import Event, ModelAccess, PullRequest, Session
+from tests.gateway.conftest import UPSTREAM_KEY
 
-pytestmark = pytest.mark.django_db
+# Tokens are committed: the gateway process checks them through its own connection.
+pytestmark = pytest.mark.django_db(transaction=True)
 
 FIRST = "create notes.txt with hello"
 SECOND = "also append world to the file you created"  # which file: only turn 1 says
@@ -79,45 +81,36 @@ MODEL_DRIVEN = [name for name, case in CASES.items() if case.agent != "command"]
 
 
 @pytest.fixture
-def standin():
-    with StandinModel(key=MODEL_KEY) as server:
-        yield server
+def standin(fresh_upstream):
+    """The provider: the stand-in model, behind the run's gateway."""
+    return fresh_upstream
 
 
 @pytest.fixture
-def model_repo(settings, standin, inspect_cli, make_git_repo, team):
-    """`widgets` whose sandboxes may reach the stand-in (an approved allowlist naming it, the
-    name resolved by the proxy, the loopback port an operator exception), snapshot ready."""
+def model_repo(settings, gateway, inspect_cli, make_git_repo, team):
+    """`widgets` with egress `none` (the recipe names none), snapshot ready; this run's
+    gateway is the one the worker and the sandboxes' doors reach."""
     from snapshots import backends
 
-    route = standin.sandbox_route()
-    # The settings hold the entries as an operator writes them.
-    settings.EGRESS_HOSTS_SPEC = ",".join(f"{n}={a}" for n, a in route.egress_hosts.items())
-    settings.EGRESS_EXCEPTIONS_SPEC = ",".join(e.spec() for e in route.egress_exceptions)
+    settings.GATEWAY_PORT = int(gateway.url.rsplit(":", 1)[1])
+    settings.GATEWAY_SOCKET = str(gateway.socket_path)
     settings.AGENT_MAX_WALL_SECONDS = 300
     settings.AUTO_PULL_REQUEST = True
     backends._backends.clear()  # built from the settings above
-    egress = {"mode": "allowlist", "domains": [route.name]}
-    toml = f'egress = {{ mode = "allowlist", domains = {json.dumps([route.name])} }}\n'
-    upstream = make_git_repo(files={"README.md": "# widgets\n", ".inspect/environment.toml": toml})
+    upstream = make_git_repo(files={"README.md": "# widgets\n"})
     team.repository.url = str(upstream.path)
-    team.repository.approved_egress = egress  # as a reviewer approved it
     team.repository.save()
     code, _, err = inspect_cli("snapshot", "refresh", "widgets", "--json")
     assert code == 0, err
-    yield upstream, route
+    yield upstream
     backends._backends.clear()
 
 
-def configure(settings, case: Case, route, standin) -> None:
-    """The deployment's model settings for `case`: the worker-side built-in agent talks to the
-    stand-in directly; a CLI in the sandbox by the name its proxy resolves."""
-    base = standin.url if case.agent == "builtin" else route.url
+def configure(settings, case: Case) -> None:
+    """The deployment's model settings for `case`: the platform's key for both providers (the
+    gateway holds it, started with the same), the provider and the model."""
     settings.LLM_PROVIDER = case.provider
-    settings.LLM_BASE_URL = base + "/v1"
-    settings.LLM_API_KEY = MODEL_KEY
-    settings.ANTHROPIC_BASE_URL = base
-    settings.ANTHROPIC_API_KEY = MODEL_KEY
+    settings.LLM_API_KEY = settings.ANTHROPIC_API_KEY = UPSTREAM_KEY
     settings.LLM_MODEL = case.model
     settings.AGENT_MODELS = {case.agent: case.model} if case.agent != "builtin" else {}
     settings.LLM_RETRIES = 0
@@ -165,9 +158,9 @@ def events(session_id: int, kind: str) -> list[dict]:
 def test_a_three_turn_session_continues_the_conversation_and_ends_with_the_right_pull_request(
     name, settings, standin, model_repo, inspect_cli, second_engineer
 ):
-    upstream, route = model_repo
+    upstream = model_repo
     case = CASES[name]
-    configure(settings, case, route, standin)
+    configure(settings, case)
     first = start(inspect_cli, case, FIRST)
     session_id = first["id"]
     assert first["state"] == "pr_open", events(session_id, "error")
@@ -199,15 +192,24 @@ def test_a_three_turn_session_continues_the_conversation_and_ends_with_the_right
     assert usage and all(u.get("model") for u in usage), usage
     assert all(u["input_tokens"] > 0 and u["output_tokens"] > 0 for u in usage), usage
     assert all(u.get("cost_usd") is not None for u in usage), usage
+    # Every call went through the gateway, metered under its turn, with the platform's key
+    # upstream; each turn had its own token, ended with the turn.
+    metered = ModelRequest.objects.filter(session_id=session_id)
+    assert metered.count() >= len(standin.model_requests()) > 0
+    assert set(metered.values_list("runtime", flat=True)) == {case.agent}
+    accesses = ModelAccess.objects.filter(session_id=session_id)
+    assert accesses.count() == 3 and not accesses.filter(revoked_at__isnull=True).exists()
+    keys = {r.headers.get("x-api-key") or r.headers.get("authorization") for r in
+            standin.model_requests()}  # fmt: skip
+    assert keys <= {UPSTREAM_KEY, f"Bearer {UPSTREAM_KEY}"}, keys
 
 
 @pytest.mark.parametrize("name", MODEL_DRIVEN)
 def test_a_model_the_provider_does_not_know_fails_the_turn_with_the_providers_words(
     name, settings, standin, model_repo, inspect_cli
 ):
-    _, route = model_repo
     case = CASES[name]
-    configure(settings, case, route, standin)
+    configure(settings, case)
     summary = start(inspect_cli, case, FIRST, "--model", case.refused_model)
     assert summary["state"] == "failed"
     assert case.refused_words in summary["error"], summary["error"]

@@ -1,5 +1,6 @@
 """A three-turn session with the built-in agent, through the real runner, a real sandbox and the
-stand-in model over HTTP: Grace asks for a file, Alan follows up twice referring only to the
+stand-in model over HTTP behind the model gateway (the agent calls it from the worker with each
+turn's token): Grace asks for a file, Alan follows up twice referring only to the
 earlier turns ("the file you created", "what you just did"). The conversation the runner keeps
 between turns is what makes the follow-ups work."""
 
@@ -12,30 +13,30 @@ from django.contrib.auth import get_user_model
 
 from accounts.models import Membership, Role
 from sessions.models import AgentConversation, Event
-from tests.standin_model import StandinModel
+from tests.gateway.conftest import UPSTREAM_KEY
 
-pytestmark = pytest.mark.django_db
-
-KEY = "sk-standin-session-conversation"
+# Tokens are committed: the gateway process checks them through its own connection.
+pytestmark = pytest.mark.django_db(transaction=True)
 
 
 @pytest.fixture
-def standin():
-    with StandinModel(key=KEY) as server:
-        yield server
+def standin(fresh_upstream, gateway, platform_gateway):
+    """The provider, behind this run's gateway, which the platform uses."""
+    platform_gateway(gateway)
+    return fresh_upstream
 
 
 @pytest.fixture(params=["openai", "anthropic"])
 def provider(request, settings, standin):
     settings.LLM_PROVIDER = request.param
     settings.LLM_RETRIES = 0
+    # The platform's key (held by the gateway) for the provider under test only.
+    settings.LLM_API_KEY = settings.ANTHROPIC_API_KEY = ""
     if request.param == "openai":
-        settings.LLM_BASE_URL = standin.openai_url
-        settings.LLM_API_KEY = KEY
+        settings.LLM_API_KEY = UPSTREAM_KEY
         settings.LLM_MODEL = "gpt-4.1"
     else:
-        settings.ANTHROPIC_BASE_URL = standin.url
-        settings.ANTHROPIC_API_KEY = KEY
+        settings.ANTHROPIC_API_KEY = UPSTREAM_KEY
         settings.LLM_MODEL = "claude-sonnet-4-5"
     return request.param
 
@@ -113,7 +114,7 @@ def test_a_second_user_follows_up_on_the_earlier_turns_and_undoes_the_last_one(
     stored = AgentConversation.objects.get(session_id=session_id)
     authors = [m["author"]["username"] for m in stored.messages if m.get("author")]
     assert authors == ["grace", "alan", "alan"]
-    assert KEY not in json.dumps(stored.messages)
+    assert UPSTREAM_KEY not in json.dumps(stored.messages)
 
 
 def test_an_image_attached_on_the_new_task_page_reaches_the_model_as_an_image(
