@@ -4,8 +4,9 @@ Each adapter names its binary and npm package, builds its argv, and parses its d
 event stream, one stdout line at a time, into AgentEvents. The prompt reaches the CLI on stdin
 (from $INSPECT_PROMPT, so it is never parsed as an option; or, for an adapter whose `prompt_file`
 gives one — a JSON message with images, say — from that file, $INSPECT_PROMPT_FILE, written into
-the adapter's state directory for the run and removed after it); the model key is in that process's
-environment only — never in a file — and the runtime wrapper scrubs it from every event.
+the adapter's state directory for the run and removed after it); the CLI's key — its turn's token
+for the model gateway, never a provider key — is in that process's environment only, never in a
+file, and the runtime wrapper scrubs it from every event.
 """
 
 from __future__ import annotations

@@ -98,8 +98,3 @@ def custom_openai_base() -> str:
     base = settings.LLM_BASE_URL
     return base if urlsplit(base).hostname != HOSTED_OPENAI else ""
 
-
-def custom_anthropic_base() -> str:
-    """ANTHROPIC_BASE_URL when it is not Anthropic's own API ('' otherwise)."""
-    base = settings.ANTHROPIC_BASE_URL.rstrip("/")
-    return base if base != "https://api.anthropic.com" else ""

@@ -1,7 +1,10 @@
-"""Model keys never reach the event log: every event a runtime yields is scrubbed of them.
+"""Model keys and turn tokens never reach the event log: every event a runtime yields is scrubbed
+of them.
 
-A CLI agent holds its key in its own process environment and may print it (a debug line, an
-error echoing a header, a model asked to `env`); the built-in agent's model may repeat it. So
+No runtime holds a provider key (the model gateway does), but a CLI agent holds its turn's token
+in its own process environment and may print it (a debug line, an error echoing a header, a
+model asked to `env`); the built-in agent's model may repeat it; and a provider key must stay
+out of the log even if something echoed one. So
 redaction sits between every runtime and the runner, in one place (`RedactingRuntime`); what a
 secret looks like when printed is the controls' (approvals.redaction).
 """
