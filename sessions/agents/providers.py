@@ -97,4 +97,3 @@ def custom_openai_base() -> str:
     """INSPECT_LLM_BASE_URL when it is not OpenAI's own API ('' otherwise)."""
     base = settings.LLM_BASE_URL
     return base if urlsplit(base).hostname != HOSTED_OPENAI else ""
-
