@@ -5,11 +5,13 @@ probe (tests/security/key_probe.py) during a real turn of a real session, on a r
 egress is `none`.
 
 What must hold: the key is nowhere in the sandbox; the turn's token is there (it is what the
-agent calls models with) but is dead once the turn ends; no stored event holds either.
+agent calls models with) but is dead once the turn ends; no stored event holds either. The same
+probe typed in the web terminal while the turn runs finds neither the key nor the agent's token.
 """
 
 from __future__ import annotations
 
+import asyncio
 import hashlib
 import json
 import os
@@ -21,6 +23,8 @@ from sessions import model_access
 from sessions.models import Event, ModelAccess, Session
 from tests.gateway.conftest import UPSTREAM_KEY
 from tests.security.key_probe import PROBE
+from tests.sessions.stream.conftest import in_thread
+from tests.sessions.terminal.conftest import TerminalClient
 
 # Tokens must be committed for other processes (the gateway) to see them, as in production.
 pytestmark = [
@@ -139,3 +143,57 @@ def test_the_probe_finds_a_key_that_is_there(probed_repo, create_session, settin
     report = probe_report(summary["id"])
     assert any(hit.endswith("/environ") for hit in report["key_hits"]), report
     assert_no_event_holds(summary["id"], UPSTREAM_KEY)
+
+
+# The command agent's turn lasts until the terminal's probe is done (at most a minute).
+WAIT_FOR_PROBE = (
+    "for i in $(seq 600); do [ -e /workspace/.git/probe-done ] && break; sleep 0.1; done"
+)
+
+
+async def test_the_same_probe_typed_in_the_web_terminal_during_the_turn_finds_no_key(
+    probed_repo, create_session, terminal_daphne, cookies
+):
+    turn = asyncio.ensure_future(
+        in_thread(
+            create_session,
+            "--prompt",
+            "wait",
+            "--agent-command",
+            WAIT_FOR_PROBE,
+            "--inline",
+            "--as",
+            "engineer",
+        )  # fmt: skip
+    )
+
+    def running_turn() -> Session | None:
+        return (
+            Session.objects.filter(state="running", model_accesses__revoked_at__isnull=True)
+            .exclude(sandbox_id="")
+            .first()
+        )
+
+    session = None
+    for _ in range(600):
+        session = await in_thread(running_turn)
+        if session is not None or turn.done():
+            break
+        await asyncio.sleep(0.1)
+    assert session is not None, turn.result() if turn.done() else "the turn never ran"
+    term = await TerminalClient.open(terminal_daphne, session.pk, cookies["engineer"])
+    await term.until_message("hello", timeout=60)
+    probe = PROBE_COMMAND.format(**probe_args(UPSTREAM_KEY))
+    await term.type(f"{probe}; touch /workspace/.git/probe-done; echo probed-$((6*7))\r")
+    output = await term.until_output(b"probed-42", timeout=60)  # the agent's turn may end
+    await term.close()
+    code, summary, err = await turn
+    assert code == 0, err
+    line = next(
+        line for line in output.decode(errors="replace").splitlines() if line.startswith('{"kind"')
+    )
+    report = json.loads(str(json.loads(line)["data"]["text"]).removeprefix("PROBE "))
+    assert report["searched"] > 20, report
+    assert report["key_hits"] == [], f"the key was readable at {report['key_hits']}"
+    # The agent's token is its own process tree's: the terminal's shell sees none.
+    assert report["token_sha256"] == [], report
