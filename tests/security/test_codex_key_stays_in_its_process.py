@@ -19,13 +19,13 @@ import json
 import os
 import shutil
 
-import httpx
 import pytest
 
 from sessions import model_access
 from sessions.agents.providers import configured_secrets
 from sessions.agents.redaction import RedactingRuntime
 from tests.gateway.conftest import UPSTREAM_KEY
+from tests.security.test_model_key_nowhere import refused_soon
 from tests.sessions.agents import test_codex_real as real
 from tests.sessions.agents.gateway_fixtures import gateway_boxes  # noqa: F401 - a fixture
 from tests.sessions.agents.test_codex_real import codex, turn
@@ -75,11 +75,7 @@ def test_a_codex_turn_leaves_its_key_nowhere_in_the_sandbox(sandboxes, box, stan
     assert UPSTREAM_KEY not in repr(events) and token not in repr(events)
     # Whatever copy of the token the loot holds dies with the turn (as the runner revokes it).
     model_access.revoke(sandboxes.sessions[0].pk)
-    refused = httpx.post(
-        sandboxes.gateway.url + "/openai/v1/responses",
-        headers={"authorization": f"Bearer {token}"},
-        json={"model": "gpt-5-codex", "input": "hi"},
-    )
+    refused = refused_soon(sandboxes.gateway.url, token)
     assert refused.status_code == 401
     assert "model access ended" in refused.text
 

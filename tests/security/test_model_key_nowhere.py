@@ -15,6 +15,7 @@ import asyncio
 import hashlib
 import json
 import os
+import time
 
 import httpx
 import pytest
@@ -76,6 +77,22 @@ def assert_no_event_holds(session_id: int, *secrets: str) -> None:
         assert secret not in stored
 
 
+def refused_soon(gateway_url: str, token: str, within: float = 2.0) -> httpx.Response:
+    """The gateway's answer to a call with `token` once its refusal is due: the gateway caches
+    a token's lookup for half a second, so a revoked token is refused within a second."""
+    deadline = time.monotonic() + within
+    while True:
+        answer = httpx.post(
+            gateway_url + "/anthropic/v1/messages",
+            headers={"x-api-key": token, "anthropic-version": "2023-06-01"},
+            json={"model": "claude-sonnet-4-5", "max_tokens": 16,
+                  "messages": [{"role": "user", "content": "hello"}]},
+        )  # fmt: skip
+        if answer.status_code == 401 or time.monotonic() > deadline:
+            return answer
+        time.sleep(0.1)
+
+
 def leaked_tokens(session: Session) -> list[str]:
     """What the probe copied out of the sandbox during the turn."""
     from snapshots.backends import sandbox_backend
@@ -112,12 +129,7 @@ def test_the_agents_probe_finds_no_key_and_a_token_that_dies_with_the_turn(
     # The turn is over: the copied token grants nothing.
     access.refresh_from_db()
     assert access.revoked_at is not None
-    refused = httpx.post(
-        gateway.url + "/anthropic/v1/messages",
-        headers={"x-api-key": token, "anthropic-version": "2023-06-01"},
-        json={"model": "claude-sonnet-4-5", "max_tokens": 16, "messages": [
-            {"role": "user", "content": "hello"}]},
-    )  # fmt: skip
+    refused = refused_soon(gateway.url, token)
     assert refused.status_code == 401
     assert "this session's model access ended; start a new turn" in refused.text
     assert_no_event_holds(session.pk, UPSTREAM_KEY, token)
