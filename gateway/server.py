@@ -18,6 +18,8 @@ from pathlib import Path
 
 import django
 
+log = logging.getLogger("gateway")
+
 
 def bind_socket_path(final: Path) -> tuple[Path, Path]:
     """Where to bind the Unix socket before it takes its name: a temporary name beside it.
