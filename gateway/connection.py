@@ -38,9 +38,12 @@ class Request:
 class Responder:
     """How a handler answers one request: `start`, any number of `send`, then `end`."""
 
-    def __init__(self, conn: h11.Connection, writer: asyncio.StreamWriter) -> None:
+    def __init__(
+        self, conn: h11.Connection, writer: asyncio.StreamWriter, *, head: bool = False
+    ) -> None:
         self._conn, self._writer = conn, writer
         self.started = False
+        self._head = head  # a HEAD request: headers only, whatever the handler sends
 
     async def _write(self, event: h11.Event) -> None:
         data = self._conn.send(event)
@@ -58,7 +61,7 @@ class Responder:
         await self._write(h11.Response(status_code=status, headers=headers))
 
     async def send(self, data: bytes) -> None:
-        if data:
+        if data and not self._head:
             await self._write(h11.Data(data=data))
 
     async def end(self) -> None:
@@ -128,7 +131,7 @@ async def serve_connection(
                 return
             if request is None:
                 return
-            responder = Responder(conn, writer)
+            responder = Responder(conn, writer, head=request.method == "HEAD")
             try:
                 await handler(request, responder)
             except ClientGone:

@@ -94,6 +94,7 @@ class Gateway:
         self._access: dict[str, tuple[float, ModelAccess | None]] = {}
         self._scrubbers: dict[int, tuple[float, Redactor | None]] = {}
         self._records: set[asyncio.Task] = set()
+        self.in_flight = 0  # requests being answered (a stop waits for them a while)
 
     async def _in_thread(self, fn, *args):
         def run():
@@ -137,7 +138,11 @@ class Gateway:
         if access is None:
             await _error(respond, route.provider, 401, ACCESS_ENDED, code="invalid_api_key")
             return
-        await self._handle(route, request, access, respond)
+        self.in_flight += 1
+        try:
+            await self._handle(route, request, access, respond)
+        finally:
+            self.in_flight -= 1
 
     async def _handle(
         self, route: Route, request: Request, access: ModelAccess, respond: Responder
@@ -223,6 +228,10 @@ class Gateway:
         except ClientGone:
             exchange.outcome = Outcome.CLIENT_GONE
             exchange.message = "the runtime went away mid-response"
+            raise
+        except asyncio.CancelledError:
+            exchange.outcome = Outcome.CLIENT_GONE
+            exchange.message = "the gateway stopped mid-response"
             raise
         finally:
             usage = meter.finish()

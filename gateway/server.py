@@ -19,6 +19,8 @@ from pathlib import Path
 import django
 
 log = logging.getLogger("gateway")
+# How long a stop waits for requests under way (the supervisor's own grace is 10 s).
+STOP_GRACE_SECONDS = 8
 
 
 def bind_socket_path(final: Path) -> tuple[Path, Path]:
@@ -40,9 +42,17 @@ async def serve(stop: asyncio.Event) -> None:
     from gateway.handler import Gateway  # why: imports models, after setup
 
     gateway = Gateway(Forwarder(configured_upstreams()))
+    connections: set[asyncio.Task] = set()
 
     async def on_client(reader, writer):
-        await serve_connection(gateway, reader, writer)
+        task = asyncio.current_task()
+        connections.add(task)
+        try:
+            await serve_connection(gateway, reader, writer)
+        except asyncio.CancelledError:
+            pass  # stopping: the connection is closed, nothing is waiting on this task
+        finally:
+            connections.discard(task)
 
     tcp = await asyncio.start_server(
         on_client, settings.GATEWAY_HOST, settings.GATEWAY_PORT, reuse_address=True, backlog=1024
@@ -60,6 +70,13 @@ async def serve(stop: asyncio.Event) -> None:
     finally:
         tcp.close()
         unix.close()
+        # Requests under way get a while to finish; idle keep-alive connections do not wait.
+        deadline = asyncio.get_running_loop().time() + STOP_GRACE_SECONDS
+        while gateway.in_flight and asyncio.get_running_loop().time() < deadline:
+            await asyncio.sleep(0.1)
+        for task in list(connections):
+            task.cancel()
+        await asyncio.gather(*connections, return_exceptions=True)
         with contextlib.suppress(OSError):
             if final.stat().st_ino == inode:  # a newer gateway may own the name by now
                 final.unlink()
@@ -70,6 +87,7 @@ async def serve(stop: asyncio.Event) -> None:
 def main() -> int:
     os.environ.setdefault("DJANGO_SETTINGS_MODULE", "inspect_web.settings")
     logging.basicConfig(level=logging.INFO, format="%(asctime)s %(name)s %(message)s")
+    logging.getLogger("httpx").setLevel(logging.WARNING)  # not a line per model request
     from inspect_web.env import ConfigError  # why: the shell's settings errors, one line each
 
     try:

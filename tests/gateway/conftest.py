@@ -81,8 +81,11 @@ def start_gateway(django_db_setup, tmp_path_factory):
     """Start a gateway process: `start(anthropic=URL, openai=URL, **env)`."""
     started: list[GatewayProcess] = []
 
-    def start(anthropic: str, openai: str, **env: str) -> GatewayProcess:
+    def start(
+        anthropic: str, openai: str, socket_path: Path | None = None, **env: str
+    ) -> GatewayProcess:
         home = tmp_path_factory.mktemp("gateway")
+        socket_path = socket_path or home / "run" / "gateway.sock"
         port = free_port()
         log = home / "gateway.log"
         process = subprocess.Popen(
@@ -93,7 +96,7 @@ def start_gateway(django_db_setup, tmp_path_factory):
                 INSPECT_LLM_BASE_URL=openai,
                 INSPECT_LLM_API_KEY=UPSTREAM_KEY,
                 INSPECT_GATEWAY_PORT=str(port),
-                INSPECT_GATEWAY_SOCKET=str(home / "run" / "gateway.sock"),
+                INSPECT_GATEWAY_SOCKET=str(socket_path),
                 **env,
             ),
             cwd=settings.BASE_DIR,
@@ -101,9 +104,7 @@ def start_gateway(django_db_setup, tmp_path_factory):
             stderr=subprocess.STDOUT,
             start_new_session=True,
         )
-        gateway = GatewayProcess(
-            process, f"http://127.0.0.1:{port}", home / "run" / "gateway.sock", log
-        )
+        gateway = GatewayProcess(process, f"http://127.0.0.1:{port}", socket_path, log)
         started.append(gateway)
         _wait_healthy(gateway)
         return gateway
