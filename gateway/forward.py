@@ -1,11 +1,11 @@
 """Forwarding to the provider: the platform's key in, the client's credentials out, and the
-response streamed back chunk by chunk. The next upstream chunk is read only after the previous
-one was handed to the client (`relay` awaits it), so a client that reads slowly slows the
-upstream read instead of growing the gateway's memory."""
+response streamed back as it arrives (`relay`). At most RELAY_BYTES wait between the two sides,
+so a client that reads slowly slows the upstream read instead of growing the gateway's memory."""
 
 from __future__ import annotations
 
-from collections.abc import AsyncIterator
+import asyncio
+from collections.abc import AsyncIterator, Awaitable, Callable
 from contextlib import asynccontextmanager
 from dataclasses import dataclass
 
@@ -47,6 +47,55 @@ def configured_upstreams() -> dict[str, Upstream]:
         ANTHROPIC: Upstream(settings.ANTHROPIC_BASE_URL, settings.ANTHROPIC_API_KEY, ANTHROPIC),
         "openai": Upstream(settings.LLM_BASE_URL, settings.LLM_API_KEY, "openai"),
     }
+
+
+# What may wait for a slow client between the provider's socket and the client's.
+RELAY_BYTES = 256 * 1024
+
+
+async def relay(
+    chunks: AsyncIterator[bytes],
+    send: Callable[[bytes], Awaitable[None]],
+    seen: Callable[[bytes], None],
+) -> None:
+    """Copy `chunks` to `send`, each `seen` as it arrives. Chunks that arrive while the client
+    is still being written to go out together in one write: a busy gateway then makes one
+    system call for many tokens rather than one per token (the first token is never held)."""
+    pending = bytearray()
+    wake, room = asyncio.Event(), asyncio.Event()
+    room.set()
+    ended: list[BaseException | None] = []
+
+    async def pump() -> None:
+        try:
+            async for chunk in chunks:
+                seen(chunk)
+                pending.extend(chunk)
+                wake.set()
+                if len(pending) >= RELAY_BYTES:
+                    room.clear()
+                    await room.wait()
+            ended.append(None)
+        except Exception as exc:  # handed to the writer below, which raises it
+            ended.append(exc)
+        wake.set()
+
+    reader = asyncio.get_running_loop().create_task(pump())
+    try:
+        while True:
+            await wake.wait()
+            wake.clear()
+            if pending:
+                data = bytes(pending)
+                pending.clear()
+                room.set()
+                await send(data)
+            elif ended:
+                break
+        if ended[0] is not None:
+            raise ended[0]
+    finally:
+        reader.cancel()
 
 
 class Unreachable(Exception):

@@ -18,7 +18,7 @@ from approvals.redaction import Redactor
 from gateway import budgets, policy
 from gateway.budgets import Refusal
 from gateway.connection import ClientGone, Request, Responder
-from gateway.forward import Forwarder, Unreachable
+from gateway.forward import Forwarder, Unreachable, relay
 from gateway.metering import Exchange, record
 from gateway.models import ModelRequest
 from gateway.scrub import scrub_bytes, scrubber
@@ -91,8 +91,9 @@ class Gateway:
         self.forwarder = forwarder
         # ORM calls run here, off the event loop; each thread keeps its own DB connection.
         self.db = ThreadPoolExecutor(db_threads, thread_name_prefix="gateway-db")
-        self._access: dict[str, tuple[float, ModelAccess | None]] = {}
-        self._scrubbers: dict[int, tuple[float, Redactor | None]] = {}
+        # Lookups by token and by repository: (until, the lookup's future).
+        self._access: dict[str, tuple[float, asyncio.Future]] = {}
+        self._scrubbers: dict[int, tuple[float, asyncio.Future]] = {}
         self._records: set[asyncio.Task] = set()
         self.in_flight = 0  # requests being answered (a stop waits for them a while)
 
@@ -103,25 +104,31 @@ class Gateway:
 
         return await asyncio.get_running_loop().run_in_executor(self.db, run)
 
-    async def access_for(self, token: str) -> ModelAccess | None:
+    async def _cached(self, cache: dict, key, ttl: float, fn, *args):
+        """`fn(*args)` in a DB thread, its answer kept `ttl` seconds; requests that arrive
+        while it is being looked up wait for that one lookup (no stampede at a burst)."""
         now = time.monotonic()
-        cached = self._access.get(token)
+        cached = cache.get(key)
         if cached and cached[0] > now:
-            return cached[1]
-        access = await self._in_thread(model_access.active, token)
-        if len(self._access) > 10_000:
-            self._access = {k: v for k, v in self._access.items() if v[0] > now}
-        self._access[token] = (now + ACCESS_TTL, access)
-        return access
+            return await cached[1]
+        if len(cache) > 10_000:
+            for stale in [k for k, v in cache.items() if v[0] <= now]:
+                del cache[stale]
+        lookup = asyncio.ensure_future(self._in_thread(fn, *args))
+        cache[key] = (now + ttl, lookup)
+        try:
+            return await asyncio.shield(lookup)
+        except Exception:
+            cache.pop(key, None)  # a failed lookup is not remembered
+            raise
+
+    async def access_for(self, token: str) -> ModelAccess | None:
+        return await self._cached(self._access, token, ACCESS_TTL, model_access.active, token)
 
     async def redactor_for(self, repository_id: int) -> Redactor | None:
-        now = time.monotonic()
-        cached = self._scrubbers.get(repository_id)
-        if cached and cached[0] > now:
-            return cached[1]
-        redactor = await self._in_thread(scrubber, repository_id)
-        self._scrubbers[repository_id] = (now + SCRUB_TTL, redactor)
-        return redactor
+        return await self._cached(
+            self._scrubbers, repository_id, SCRUB_TTL, scrubber, repository_id
+        )
 
     async def __call__(self, request: Request, respond: Responder) -> None:
         if request.path == "/healthz" and request.method in ("GET", "HEAD"):
@@ -212,10 +219,13 @@ class Gateway:
                     await self._pass_error(route, upstream, exchange, respond, passage, started)
                     return
                 await respond.start(upstream.status, upstream.headers)
-                async for chunk in upstream.chunks:
+
+                def seen(chunk: bytes) -> None:
                     passage.add(chunk, started)
                     meter.feed(chunk)
-                    await respond.send(chunk)  # waits while the client's socket is full
+
+                # `send` waits while the client's socket is full; relay then stops reading.
+                await relay(upstream.chunks, respond.send, seen)
                 await respond.end()
         except Unreachable as exc:
             exchange.outcome, exchange.message = Outcome.UNREACHABLE, str(exc)

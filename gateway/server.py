@@ -96,6 +96,10 @@ def main() -> int:
         print(f"inspect-web gateway: {exc}", file=sys.stderr, flush=True)
         return 2
 
+    # The loop shares the GIL with the recording threads; by default a thread keeps it up to
+    # 5 ms, which would land on a stream's first token. 0.5 ms keeps that wait small.
+    sys.setswitchinterval(0.0005)
+
     async def run() -> None:
         stop = asyncio.Event()
         loop = asyncio.get_running_loop()
