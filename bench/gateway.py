@@ -119,9 +119,11 @@ async def concurrent(port: int, path: str, key: str, count: int, tokens: int) ->
     for s in streams:
         s.close()
     good = [r for r in results if isinstance(r, tuple) and r[2] and r[1] == tokens]
+    bad = [r for r in results if not (isinstance(r, tuple) and r[2] and r[1] == tokens)]
     ttfts = [r[0] for r in good] or [0.0]
     return {"streams": count, "failed": count - len(good), "seconds": round(seconds, 2),
-            "tokens": sum(r[1] for r in good), "ttft": summary(ttfts)}  # fmt: skip
+            "tokens": sum(r[1] for r in good), "ttft": summary(ttfts),
+            "failures": [repr(r)[:200] for r in bad[:3]]}  # fmt: skip
 
 
 def wait_up(port: int, process: subprocess.Popen, what: str) -> None:
