@@ -218,6 +218,10 @@ class Gateway:
                 if upstream.status >= 400:
                     await self._pass_error(route, upstream, exchange, respond, passage, started)
                     return
+                allowed = exchange.access.repository.allowed_models
+                if route.endpoint == "models" and allowed:
+                    await self._pass_models(upstream, allowed, respond, passage, started)
+                    return
                 await respond.start(upstream.status, upstream.headers)
 
                 def seen(chunk: bytes) -> None:
@@ -272,6 +276,30 @@ class Gateway:
         headers.append(("content-length", str(len(clean))))
         await respond.start(upstream.status, headers)
         await respond.send(clean)
+        await respond.end()
+
+    async def _pass_models(self, upstream, allowed, respond, passage, started) -> None:
+        """The provider's model list, narrowed to the models this repository may use (what a
+        runtime offers its user is then what the policy lets through)."""
+        body = bytearray()
+        async for chunk in upstream.chunks:
+            body += chunk
+            if len(body) > MAX_ERROR_BODY:
+                break
+        try:
+            listing = json.loads(body)
+            listing["data"] = [
+                m for m in listing["data"]
+                if policy.model_allowed(str(m.get("id", "")), [str(a) for a in allowed])
+            ]  # fmt: skip
+            narrowed = json.dumps(listing).encode()
+        except (ValueError, KeyError, TypeError, AttributeError):
+            narrowed = bytes(body)  # not a listing this gateway understands: as it came
+        passage.add(narrowed, started)
+        headers = [(k, v) for k, v in upstream.headers if k != "content-length"]
+        headers.append(("content-length", str(len(narrowed))))
+        await respond.start(upstream.status, headers)
+        await respond.send(narrowed)
         await respond.end()
 
     def _record_later(self, exchange: Exchange, redactor: Redactor | None) -> None:

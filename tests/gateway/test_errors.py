@@ -123,6 +123,12 @@ def test_a_model_outside_the_repositorys_policy_is_refused_with_the_allowed_list
             "/openai/v1/chat/completions",
             json={"model": "gpt-5-codex", "messages": [{"role": "user", "content": "hi"}]},
         )
+    with gateway.client(token) as client:
+        listed = client.get("/openai/v1/models").json()["data"]
+        anthropic_listed = client.get("/anthropic/v1/models", headers=ANTHROPIC_HEADERS).json()
+    # A runtime's model list holds what the policy lets through, of what the provider has.
+    expected = ["claude-haiku-4-5", "gpt-5-codex", "gpt-5"]
+    assert [m["id"] for m in listed] == [m["id"] for m in anthropic_listed["data"]] == expected
     assert refused.status_code == 403
     error = refused.json()["error"]
     assert error["type"] == "permission_error"
@@ -131,8 +137,8 @@ def test_a_model_outside_the_repositorys_policy_is_refused_with_the_allowed_list
         "allowed models: claude-haiku-4-5, gpt-5*"
     )
     assert allowed.status_code == 200
-    assert [r.model for r in fresh_upstream.requests] == ["gpt-5-codex"]
-    first, second = wait_for_request(session, 2)
+    assert [r.model for r in fresh_upstream.model_requests()] == ["gpt-5-codex"]
+    first, second = wait_for_request(session, 2)[:2]
     assert (first.status, first.outcome) == (403, "refused_policy")
     assert second.outcome == "ok"
 
