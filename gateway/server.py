@@ -23,6 +23,10 @@ log = logging.getLogger("gateway")
 STOP_GRACE_SECONDS = 8
 
 
+class CannotListen(Exception):
+    """One line for the operator: which setting, what is wrong, what to do."""
+
+
 def bind_socket_path(final: Path) -> tuple[Path, Path]:
     """Where to bind the Unix socket before it takes its name: a temporary name beside it.
     The directory is created if missing (0755) but never removed or replaced: sandboxes
@@ -54,17 +58,33 @@ async def serve(stop: asyncio.Event) -> None:
         finally:
             connections.discard(task)
 
-    tcp = await asyncio.start_server(
-        on_client, settings.GATEWAY_HOST, settings.GATEWAY_PORT, reuse_address=True, backlog=1024
-    )
-    temporary, final = bind_socket_path(Path(settings.GATEWAY_SOCKET))
-    unix = await asyncio.start_unix_server(on_client, path=str(temporary), backlog=1024)
+    try:
+        tcp = await asyncio.start_server(
+            on_client, settings.GATEWAY_HOST, settings.GATEWAY_PORT, reuse_address=True,
+            backlog=1024,
+        )  # fmt: skip
+    except OSError as exc:
+        raise CannotListen(
+            f"INSPECT_GATEWAY_PORT: cannot listen on {settings.GATEWAY_HOST}:"
+            f"{settings.GATEWAY_PORT} ({exc.strerror or exc}); stop what is using it or set "
+            "INSPECT_GATEWAY_PORT to another port"
+        ) from None
+    try:
+        temporary, final = bind_socket_path(Path(settings.GATEWAY_SOCKET))
+        unix = await asyncio.start_unix_server(on_client, path=str(temporary), backlog=1024)
+    except OSError as exc:
+        tcp.close()
+        raise CannotListen(
+            f"INSPECT_GATEWAY_SOCKET: cannot listen on {settings.GATEWAY_SOCKET} "
+            f"({exc.strerror or exc}); a Unix socket path must be shorter than 100 characters "
+            "in a directory this user can write"
+        ) from None
     temporary.chmod(0o666)  # sandbox processes run as other users
     os.replace(temporary, final)  # atomic: a door never finds the name missing
     inode = final.stat().st_ino
     host = settings.GATEWAY_HOST
     shown = f"[{host}]" if ":" in host else host
-    print(f"Model gateway: http://{shown}:{settings.GATEWAY_PORT} and {final}", flush=True)
+    log.info("listening on http://%s:%s and %s", shown, settings.GATEWAY_PORT, final)
     try:
         await stop.wait()
     finally:
@@ -109,8 +129,8 @@ def main() -> int:
 
     try:
         asyncio.run(run())
-    except OSError as exc:
-        print(f"inspect-web gateway: cannot listen: {exc}", file=sys.stderr, flush=True)
+    except CannotListen as exc:
+        print(f"inspect-web gateway: {exc}", file=sys.stderr, flush=True)
         return 2
     return 0
 

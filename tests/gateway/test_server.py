@@ -5,9 +5,15 @@ from __future__ import annotations
 
 import os
 import signal
+import socket
 import stat
+import subprocess
+import sys
 
-from tests.gateway.conftest import ANTHROPIC_HEADERS, anthropic_body, wait_for_request
+from django.conf import settings
+
+from tests.conftest import child_env
+from tests.gateway.conftest import ANTHROPIC_HEADERS, anthropic_body, free_port, wait_for_request
 
 
 def test_the_socket_appears_in_the_directory_sandboxes_mount_without_replacing_it(
@@ -82,3 +88,30 @@ def test_sigterm_stops_it_cleanly(start_gateway, upstream):
     assert gateway.process.wait(10) == 0
     assert not gateway.socket_path.exists()
     assert "Traceback" not in gateway.output()
+
+
+def test_a_taken_port_or_an_impossible_socket_stops_it_with_one_line(upstream, tmp_path):
+    with socket.socket() as taken:
+        taken.bind(("127.0.0.1", 0))
+        taken.listen()
+        port = taken.getsockname()[1]
+        result = subprocess.run(
+            [sys.executable, "-m", "gateway.server"], capture_output=True, text=True, timeout=60,
+            cwd=settings.BASE_DIR,
+            env=child_env(INSPECT_GATEWAY_PORT=str(port),
+                          INSPECT_GATEWAY_SOCKET=str(tmp_path / "g.sock")),
+        )  # fmt: skip
+    assert result.returncode == 2 and "Traceback" not in result.stderr
+    assert (
+        result.stderr.strip()
+        .splitlines()[-1]
+        .startswith(f"inspect-web gateway: INSPECT_GATEWAY_PORT: cannot listen on 127.0.0.1:{port}")
+    )
+    result = subprocess.run(
+        [sys.executable, "-m", "gateway.server"], capture_output=True, text=True, timeout=60,
+        cwd=settings.BASE_DIR,
+        env=child_env(INSPECT_GATEWAY_PORT=str(free_port()),
+                      INSPECT_GATEWAY_SOCKET=str(tmp_path / ("x" * 120) / "gateway.sock")),
+    )  # fmt: skip
+    assert result.returncode == 2 and "Traceback" not in result.stderr
+    assert "inspect-web gateway: INSPECT_GATEWAY_SOCKET: cannot listen on" in result.stderr
