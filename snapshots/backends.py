@@ -38,6 +38,8 @@ def _build(name: str) -> SandboxBackend:
             egress_hosts=egress.hosts,
             disk_bytes=settings.SANDBOX_DISK_BYTES,
             tools_dir=settings.AGENT_CLIS_DIR,
+            # Every sandbox reaches the model gateway at 127.0.0.1:GATEWAY_PORT through it.
+            gateway_socket=settings.GATEWAY_SOCKET,
         )
     if name == "modal":
         if not (settings.MODAL_TOKEN_ID and settings.MODAL_TOKEN_SECRET):

@@ -23,4 +23,4 @@ read its /proc/<pid>/environ or mem, and when it returns the reaper ends every p
 """
 
 # The modules shipped into the sandbox, in the order boot.py loads them.
-MODULES = ("frames", "confine", "files", "reaper", "commands", "server")
+MODULES = ("frames", "confine", "files", "reaper", "commands", "doors", "server")

@@ -1,0 +1,78 @@
+"""Inside a sandbox, http://127.0.0.1:GATEWAY_PORT is the model gateway, even with egress
+``none``: the sandbox's door carries it to the gateway's socket on the host, and a gateway
+restarted while the sandbox runs is reached without restarting the sandbox.
+
+The gateway here is a stand-in on the configured socket (``gateway_standin``); the real one was
+built in parallel. The attacks on the door are tests/security/test_gateway_door.py.
+"""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Iterator
+
+import pytest
+
+from snapshots.sandbox.base import GATEWAY_PORT, NetworkPolicy
+from tests.snapshots.sandbox.gateway_standin import StandinGateway
+
+HEALTHZ = f"http://127.0.0.1:{GATEWAY_PORT}/healthz"
+FETCH = (
+    "import json, sys, urllib.request as u, urllib.error as e\n"
+    "try:\n"
+    "    r = u.urlopen(sys.argv[1], timeout=10); print(r.status, r.read().decode())\n"
+    "except e.HTTPError as x:\n"
+    "    print(x.code, x.read().decode())\n"
+)
+
+
+@pytest.fixture
+def gateway(backend, caps) -> Iterator[StandinGateway]:
+    if "gateway_door" not in caps:
+        pytest.skip(
+            "this backend reaches the gateway by its public URL (INSPECT_GATEWAY_PUBLIC_URL)"
+        )
+    gw = StandinGateway(backend.gateway_socket).start()
+    yield gw
+    gw.stop()
+
+
+def fetch(sandbox, url: str = HEALTHZ) -> tuple[int, dict]:
+    r = sandbox.run(["python3", "-c", FETCH, url], timeout=30)
+    assert r.exit_code == 0, r.stdout + r.stderr
+    status, body = r.stdout.split(" ", 1)
+    return int(status), json.loads(body)
+
+
+def test_the_gateway_answers_inside_a_sandbox_without_network(new_sandbox, gateway):
+    sb = new_sandbox(network=NetworkPolicy("none"))
+
+    assert fetch(sb) == (200, {"ok": True, "generation": 1})
+    curl = sb.run(["curl", "-sS", "--max-time", "10", HEALTHZ], timeout=30)
+    assert json.loads(curl.stdout) == {"ok": True, "generation": 1}, curl.stderr
+    assert gateway.seen == ["GET /healthz", "GET /healthz"]
+
+
+@pytest.mark.parametrize("mode", ["allowlist", "open"])
+def test_the_gateway_answers_whatever_the_egress(new_sandbox, gateway, mode):
+    sb = new_sandbox(network=NetworkPolicy(mode, ("allowed.test",) if mode == "allowlist" else ()))
+
+    # An allowlist sandbox's HTTP_PROXY must not capture the door: loopback is in NO_PROXY.
+    assert fetch(sb) == (200, {"ok": True, "generation": 1})
+
+
+def test_a_gateway_restart_is_seen_by_a_running_sandbox(new_sandbox, gateway, backend):
+    sb = new_sandbox(network=NetworkPolicy("none"))
+    assert fetch(sb)[1]["generation"] == 1
+
+    gateway.stop()
+    status, body = fetch(sb)
+    assert status == 503
+    assert "gateway is not running" in body["error"]["message"]
+
+    # The restarted gateway renames a new socket over the one the sandbox has mounted.
+    restarted = StandinGateway(backend.gateway_socket, generation=2).start()
+    try:
+        assert fetch(sb) == (200, {"ok": True, "generation": 2})
+    finally:
+        restarted.stop()
