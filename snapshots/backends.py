@@ -55,5 +55,7 @@ def _build(name: str) -> SandboxBackend:
             app_name=settings.MODAL_APP_NAME,
             # The same pinned CLIs at the same path.
             agent_commands=agent_installs.modal_image_commands(),
+            # No door into this machine from Modal: its sandboxes reach the gateway's URL.
+            gateway_url=settings.GATEWAY_PUBLIC_URL,
         )
     raise BackendUnavailable(f"unknown sandbox backend {name!r}; use 'local' or 'modal'")
