@@ -10,12 +10,17 @@ real gateway's fixture once it is on main.
 from __future__ import annotations
 
 import contextlib
+import hashlib
 import json
 import os
 import socketserver
 import threading
+import time
 from http.server import BaseHTTPRequestHandler
 from pathlib import Path
+
+STREAM_EVENTS = 5
+STREAM_GAP = 0.3
 
 
 class _Handler(BaseHTTPRequestHandler):
@@ -34,10 +39,30 @@ class _Handler(BaseHTTPRequestHandler):
         self.server.seen.append(f"{self.command} {self.path}")
         if self.path == "/healthz":
             self._answer(200, {"ok": True, "generation": self.server.generation})
+        elif self.path == "/stream":
+            self._stream()
         else:
             self._answer(404, {"standin_gateway": True, "path": self.path})
 
-    do_POST = do_GET
+    def do_POST(self) -> None:
+        """/echo: the size and SHA-256 of the body it got, and a body of the size asked for."""
+        self.server.seen.append(f"{self.command} {self.path}")
+        body = self.rfile.read(int(self.headers.get("Content-Length") or 0))
+        size = int(self.headers.get("X-Reply-Bytes") or 0)
+        reply = {"size": len(body), "sha256": hashlib.sha256(body).hexdigest(), "pad": "x" * size}
+        self._answer(200, reply)
+
+    def _stream(self) -> None:
+        """Server-sent events, one every STREAM_GAP seconds, each flushed as it is written."""
+        self.send_response(200)
+        self.send_header("Content-Type", "text/event-stream")
+        self.send_header("Connection", "close")
+        self.end_headers()
+        for n in range(STREAM_EVENTS):
+            self.wfile.write(b"data: %d %.3f\n\n" % (n, time.time()))
+            self.wfile.flush()
+            time.sleep(STREAM_GAP)
+        self.close_connection = True
 
     def log_message(self, format: str, *args: object) -> None:
         pass  # a unix peer has no address to log

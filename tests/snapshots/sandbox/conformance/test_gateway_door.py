@@ -14,7 +14,7 @@ from collections.abc import Iterator
 import pytest
 
 from snapshots.sandbox.base import GATEWAY_PORT, NetworkPolicy
-from tests.snapshots.sandbox.gateway_standin import StandinGateway
+from tests.snapshots.sandbox.gateway_standin import STREAM_EVENTS, STREAM_GAP, StandinGateway
 
 HEALTHZ = f"http://127.0.0.1:{GATEWAY_PORT}/healthz"
 FETCH = (
@@ -76,3 +76,48 @@ def test_a_gateway_restart_is_seen_by_a_running_sandbox(new_sandbox, gateway, ba
         assert fetch(sb) == (200, {"ok": True, "generation": 2})
     finally:
         restarted.stop()
+
+
+STREAM = f"""
+import socket, time
+s = socket.create_connection(("127.0.0.1", {GATEWAY_PORT}), timeout=20)
+s.sendall(b"GET /stream HTTP/1.1\\r\\nHost: gateway\\r\\n\\r\\n")
+while chunk := s.recv(65536):
+    for line in chunk.split(b"\\n"):
+        if line.startswith(b"data: "):
+            print(line.decode()[6:], "%.3f" % time.time(), flush=True)
+"""
+
+
+def test_a_stream_passes_through_as_it_is_written(new_sandbox, gateway):
+    """Server-sent events reach the runtime one by one, not buffered until the response ends."""
+    sb = new_sandbox(network=NetworkPolicy("none"))
+
+    r = sb.run(["python3", "-c", STREAM], timeout=60)
+
+    events = [line.split() for line in r.stdout.splitlines()]
+    assert [int(n) for n, _, _ in events] == list(range(STREAM_EVENTS)), r.stdout + r.stderr
+    delays = [float(got) - float(sent) for _, sent, got in events]
+    assert max(delays) < STREAM_GAP, delays  # each arrived before the next was written
+
+
+BULK = f"""
+import concurrent.futures, hashlib, json, os, urllib.request as u
+def post(i):
+    body = os.urandom(3 * 1024 * 1024 + i)
+    req = u.Request("http://127.0.0.1:{GATEWAY_PORT}/echo", data=body,
+                    headers={{"X-Reply-Bytes": str(2 * 1024 * 1024)}})
+    reply = json.loads(u.urlopen(req, timeout=60).read())
+    return (reply["size"] == len(body) and reply["sha256"] == hashlib.sha256(body).hexdigest()
+            and len(reply["pad"]) == 2 * 1024 * 1024)
+with concurrent.futures.ThreadPoolExecutor(16) as pool:
+    print(sum(pool.map(post, range(32))))
+"""
+
+
+def test_large_requests_and_replies_cross_intact_side_by_side(new_sandbox, gateway):
+    sb = new_sandbox(network=NetworkPolicy("none"))
+
+    r = sb.run(["python3", "-c", BULK], timeout=120)
+
+    assert r.stdout.strip() == "32", r.stdout + r.stderr
