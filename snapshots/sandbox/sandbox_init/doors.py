@@ -10,7 +10,9 @@ on the other side of its walls.
   config, so the door reaches that one socket and nothing else.
 """
 
+import contextlib
 import json
+import queue
 import selectors
 import socket
 import threading
@@ -98,6 +100,9 @@ def answer_gateway_down(client):
 
 
 def carry(client, path, refused):
+    # Each write from the other side goes out at once: with Nagle's algorithm a small write
+    # (a streamed token) waits for the client's delayed ACK of the one before, up to 40 ms.
+    client.setsockopt(socket.IPPROTO_TCP, socket.TCP_NODELAY, 1)
     upstream = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)
     try:
         upstream.connect(path)
@@ -108,16 +113,51 @@ def carry(client, path, refused):
     relay(client, upstream, half_close=True)
 
 
+class Carriers:
+    """The threads that carry connections: one per open connection, and up to ``KEEP`` of them
+    kept waiting when their connection ends. Starting a thread costs ~0.9 ms under gVisor's
+    ptrace platform, a third of what a new connection through the door cost without them."""
+
+    KEEP = 4
+
+    def __init__(self):
+        self.jobs = queue.SimpleQueue()
+        self.lock = threading.Lock()
+        self.idle = 0
+
+    def submit(self, job):
+        with self.lock:
+            waiting = self.idle > 0
+            if waiting:
+                self.idle -= 1  # that thread is promised this job
+        if waiting:
+            self.jobs.put(job)
+        else:
+            threading.Thread(target=self.work, args=(job,), daemon=True).start()
+
+    def work(self, job):
+        while True:
+            with contextlib.suppress(Exception):  # one connection must not end the carrier
+                job[0](*job[1:])
+            with self.lock:
+                if self.idle >= self.KEEP:
+                    return
+                self.idle += 1
+            job = self.jobs.get()
+
+
 def forward(lsock, path, refused):
     """Inside the sandbox's own netns: each connection accepted on ``lsock`` -> the unix socket
-    ``path``, one thread per connection; ``refused`` answers when nothing listens there."""
+    ``path``, each carried by a thread of its own; ``refused`` answers when nothing listens
+    there."""
+    carriers = Carriers()
     while True:
         try:
             client, _ = lsock.accept()
         except OSError:
             continue
         try:
-            threading.Thread(target=carry, args=(client, path, refused), daemon=True).start()
+            carriers.submit((carry, client, path, refused))
         except RuntimeError:
             client.close()  # the sandbox is at its process limit: refuse, stay up
 
