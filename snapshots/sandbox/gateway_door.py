@@ -40,6 +40,7 @@ def prepare(socket_path: Path) -> Path:
     sockets: mounting it would show those files to every sandbox."""
     directory = socket_path.parent
     directory.mkdir(parents=True, exist_ok=True)
+    directory = directory.resolve()  # what the mount will show, if the path is a symlink
     info = directory.lstat()
     if not stat.S_ISDIR(info.st_mode):
         raise SandboxError(f"the gateway socket's directory {directory} is not a directory")

@@ -19,7 +19,7 @@ from collections.abc import Iterator
 
 import pytest
 
-from snapshots.sandbox.base import GATEWAY_PORT, Limits, NetworkPolicy, Sandbox
+from snapshots.sandbox.base import GATEWAY_PORT, Limits, NetworkPolicy, Sandbox, SandboxError
 from snapshots.sandbox.gateway_door import GATEWAY_MOUNT
 from tests.nethosts import banner_server
 from tests.snapshots.sandbox.gateway_standin import StandinGateway
@@ -227,3 +227,29 @@ def test_a_gateway_that_is_down_answers_503_with_a_message(backend, sandbox, how
     error = body["error"]
     assert error["type"] == "gateway_unavailable"
     assert "model gateway is not running" in error["message"]
+
+
+def test_a_socket_directory_shared_with_other_files_is_never_mounted(backend, tmp_path):
+    """INSPECT_GATEWAY_SOCKET put in a directory holding other files (say /tmp, or the data dir
+    itself) would show them to every sandbox: no sandbox starts, and the message says why."""
+    from snapshots.sandbox.local import LocalBackend  # why: built like the module's backend
+
+    shared = tmp_path / "shared"
+    shared.mkdir()
+    (shared / "secret_key").write_text("the platform's signing key")
+    careless = LocalBackend(
+        backend.root.parent / f"{backend.runtime}-careless",
+        runtime=backend.runtime,
+        gateway_socket=shared / "gateway.sock",
+    )
+
+    with pytest.raises(SandboxError) as refused:
+        careless.create(snapshot=None, network=NetworkPolicy("none"))
+
+    assert "holds more than the gateway's socket (secret_key)" in str(refused.value)
+    assert "INSPECT_GATEWAY_SOCKET a directory of its own" in str(refused.value)
+    assert careless.list_sandboxes() == []
+    assert list(careless.sandboxes_dir.iterdir()) == []  # nothing half-made
+    with open("/proc/self/mountinfo") as fh:
+        mounts = [line.split()[4] for line in fh]
+    assert not [m for m in mounts if m.startswith(f"{careless.mount_base}/")], mounts
