@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import json
 from collections.abc import Iterator
+from pathlib import Path
 
 import pytest
 
@@ -121,3 +122,27 @@ def test_large_requests_and_replies_cross_intact_side_by_side(new_sandbox, gatew
     r = sb.run(["python3", "-c", BULK], timeout=120)
 
     assert r.stdout.strip() == "32", r.stdout + r.stderr
+
+
+NODE_FETCH = f"""
+const url = "http://127.0.0.1:{GATEWAY_PORT}/healthz";
+(async () => {{
+  let ok = 0;
+  for (let i = 0; i < 20; i++) {{
+    const r = await fetch(url);
+    if (r.status === 200 && (await r.json()).ok === true) ok++;
+  }}
+  console.log(ok);
+}})().catch((e) => {{ console.log("ERR", e.cause || e); process.exit(1); }});
+"""
+
+
+def test_node_fetch_reaches_the_gateway_over_kept_alive_connections(new_sandbox, gateway):
+    """Claude Code and OpenCode run on node, whose fetch keeps connections alive."""
+    if not Path("/usr/bin/node").exists():
+        pytest.skip("node is not installed on this machine")
+    sb = new_sandbox(network=NetworkPolicy("none"))
+
+    r = sb.run(["node", "-e", NODE_FETCH], timeout=60)
+
+    assert r.stdout.strip() == "20", r.stdout + r.stderr
