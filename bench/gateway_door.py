@@ -8,7 +8,8 @@ measures the same requests two ways in one run: through the door (``127.0.0.1:41
 straight to the mounted socket (``/run/inspect-gateway/gateway.sock``):
 - a request/response over one kept-alive connection (how the agent CLIs call), p50 and p99;
 - a request on a new connection each time, p50 and p99;
-- a streamed reply of 500 small server-sent events: time to the first event and to the last.
+- a streamed reply of 100 server-sent events written 5 ms apart (a fast model's tokens): how
+  long each took from being written to being read, p50 and p95.
 Prints one JSON line per runtime (milliseconds).
 """
 
@@ -21,6 +22,7 @@ import socketserver
 import sys
 import tempfile
 import threading
+import time
 from pathlib import Path
 
 ROOT = Path(__file__).resolve().parent.parent
@@ -30,12 +32,13 @@ from snapshots.sandbox.base import GATEWAY_PORT, Limits, NetworkPolicy  # noqa: 
 from snapshots.sandbox.gateway_door import GATEWAY_MOUNT  # noqa: E402
 from snapshots.sandbox.local import LocalBackend  # noqa: E402
 
-EVENTS = 500
+EVENTS = 100
+EVENT_GAP = 0.005
 
 
 class Responder(socketserver.StreamRequestHandler):
-    """Keep-alive HTTP/1.1: /stream answers EVENTS events written one by one, else a small
-    JSON body (headers and body in two writes, as many servers do)."""
+    """Keep-alive HTTP/1.1: /stream answers EVENTS events, each stamped with the time it is
+    written, else a small JSON body (headers and body in two writes, as many servers do)."""
 
     def handle(self) -> None:
         while True:
@@ -48,9 +51,10 @@ class Responder(socketserver.StreamRequestHandler):
             if path == b"/stream":
                 self.wfile.write(b"HTTP/1.1 200 OK\r\nContent-Type: text/event-stream\r\n"
                                  b"Transfer-Encoding: chunked\r\n\r\n")  # fmt: skip
-                for n in range(EVENTS):
-                    event = b'data: {"n": %d}\n\n' % n
+                for _ in range(EVENTS):
+                    event = b"data: %.6f\n\n" % time.time()
                     self.wfile.write(b"%x\r\n%s\r\n" % (len(event), event))
+                    time.sleep(EVENT_GAP)
                 self.wfile.write(b"0\r\n\r\n")
             else:
                 body = b'{"ok": true}'
@@ -76,6 +80,8 @@ def request(s, f, path=b"/healthz"):
     return f.read(length)
 def pct(xs):
     xs = sorted(xs); return [round(xs[len(xs) // 2], 3), round(xs[int(len(xs) * 0.99)], 3)]
+def p95(xs):
+    xs = sorted(xs); return [round(xs[len(xs) // 2], 3), round(xs[int(len(xs) * 0.95)], 3)]
 out = {}
 for name, connect in (("door", tcp), ("socket", unix)):
     s = connect(); f = s.makefile("rb"); xs = []
@@ -88,13 +94,13 @@ for name, connect in (("door", tcp), ("socket", unix)):
         t = time.perf_counter(); c = connect(); request(c, c.makefile("rb")); c.close()
         xs.append((time.perf_counter() - t) * 1000)
     out[name + "_new_connection"] = pct(xs)
-    t = time.perf_counter()
     s.sendall(b"GET /stream HTTP/1.1\r\nHost: gateway\r\n\r\n")
-    first = None; data = b""
+    delays = []; data = b""
     while not data.endswith(b"0\r\n\r\n"):
-        data += s.recv(65536)
-        if first is None and b"data:" in data: first = (time.perf_counter() - t) * 1000
-    out[name + "_stream_first_last"] = [round(first, 3), round((time.perf_counter() - t) * 1000, 3)]
+        chunk = s.recv(65536); now = time.time(); data += chunk
+        delays += [(now - float(line[6:])) * 1000
+                   for line in chunk.split(b"\n") if line.startswith(b"data: ")]
+    out[name + "_stream_event"] = p95(delays)
 print(json.dumps(out))
 """
 
