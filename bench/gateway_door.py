@@ -10,7 +10,8 @@ straight to the mounted socket (``/run/inspect-gateway/gateway.sock``):
 - a request on a new connection each time, p50 and p99;
 - a streamed reply of 100 server-sent events written 5 ms apart (a fast model's tokens): how
   long each took from being written to being read, p50 and p95.
-Prints one JSON line per runtime (milliseconds).
+Prints a table (milliseconds) and, as its last line, the same figures as JSON (also written to
+var/bench/gateway_door.json).
 """
 
 from __future__ import annotations
@@ -26,6 +27,7 @@ import time
 from pathlib import Path
 
 ROOT = Path(__file__).resolve().parent.parent
+BENCH_DIR = ROOT / "var" / "bench"
 sys.path.insert(0, str(ROOT))
 
 from snapshots.sandbox.base import GATEWAY_PORT, Limits, NetworkPolicy  # noqa: E402
@@ -118,22 +120,34 @@ def main() -> None:
         server = Server(str(socket_path), Responder)
         socket_path.chmod(0o666)
         threading.Thread(target=server.serve_forever, daemon=True).start()
-        for runtime in args.runtime:
-            backend = LocalBackend(Path(tmp) / runtime, runtime=runtime, gateway_socket=socket_path)
-            sb = backend.create(
-                snapshot=None, network=NetworkPolicy("none"), limits=Limits(wall_seconds=600)
-            )
-            try:
-                inside = f"{GATEWAY_MOUNT}/{socket_path.name}"
-                argv = [str(GATEWAY_PORT), inside, str(args.requests)]
-                r = sb.run(["python3", "-c", INSIDE, *argv], timeout=600)
-                if r.exit_code != 0:
-                    sys.exit(f"{runtime}: {r.stderr.strip()[-500:]}")
-                print(json.dumps({"runtime": runtime, **json.loads(r.stdout)}))
-            finally:
-                sb.terminate()
+        results = {runtime: measure(runtime, Path(tmp), socket_path, args.requests)
+                   for runtime in args.runtime}  # fmt: skip
         server.shutdown()
         server.server_close()
+    rows = sorted({row for figures in results.values() for row in figures})
+    print(f"{'':<28}" + "".join(f"{r + ' p50':>14}{r + ' p99':>14}" for r in results))
+    for row in rows:
+        cells = "".join(f"{results[r][row][0]:>14}{results[r][row][1]:>14}" for r in results)
+        print(f"{row:<28}{cells}")
+    print("(stream_event: p50 and p95 of each event's delay from write to read)")
+    BENCH_DIR.mkdir(parents=True, exist_ok=True)
+    (BENCH_DIR / "gateway_door.json").write_text(json.dumps(results))
+    print(json.dumps(results))
+
+
+def measure(runtime: str, tmp: Path, socket_path: Path, requests: int) -> dict[str, list[float]]:
+    backend = LocalBackend(tmp / runtime, runtime=runtime, gateway_socket=socket_path)
+    sb = backend.create(
+        snapshot=None, network=NetworkPolicy("none"), limits=Limits(wall_seconds=600)
+    )
+    try:
+        inside = f"{GATEWAY_MOUNT}/{socket_path.name}"
+        r = sb.run(["python3", "-c", INSIDE, str(GATEWAY_PORT), inside, str(requests)], timeout=600)
+        if r.exit_code != 0:
+            sys.exit(f"{runtime}: {r.stderr.strip()[-500:]}")
+        return json.loads(r.stdout)
+    finally:
+        sb.terminate()
 
 
 if __name__ == "__main__":
