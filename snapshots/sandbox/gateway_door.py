@@ -38,10 +38,15 @@ def prepare(socket_path: Path) -> Path:
     """The socket's directory, made if missing (0755: the sandbox's uids walk it; never deleted
     or recreated, so mounts of it stay valid). Raises SandboxError when it holds anything but
     sockets: mounting it would show those files to every sandbox."""
-    directory = socket_path.parent
-    directory.mkdir(parents=True, exist_ok=True)
-    directory = directory.resolve()  # what the mount will show, if the path is a symlink
-    info = directory.lstat()
+    try:
+        socket_path.parent.mkdir(parents=True, exist_ok=True)
+        directory = socket_path.parent.resolve()  # what the mount shows, if it is a symlink
+        info = directory.lstat()
+    except OSError as exc:
+        raise SandboxError(
+            f"cannot make the gateway socket's directory {socket_path.parent}: "
+            f"{exc.strerror or exc}; check INSPECT_GATEWAY_SOCKET"
+        ) from None
     if not stat.S_ISDIR(info.st_mode):
         raise SandboxError(f"the gateway socket's directory {directory} is not a directory")
     strangers = sorted(entry.name for entry in os.scandir(directory) if not _is_socket(entry))

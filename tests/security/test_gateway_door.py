@@ -255,3 +255,22 @@ def test_a_socket_directory_shared_with_other_files_is_never_mounted(backend, tm
     with open("/proc/self/mountinfo") as fh:
         mounts = [line.split()[4] for line in fh]
     assert not [m for m in mounts if m.startswith(f"{careless.mount_base}/")], mounts
+
+
+def test_a_gateway_socket_that_cannot_be_placed_is_a_clear_refusal(backend, tmp_path):
+    from snapshots.sandbox.local import LocalBackend  # why: built like the module's backend
+
+    blocker = tmp_path / "not-a-directory"
+    blocker.write_text("")
+    misplaced = LocalBackend(
+        backend.root.parent / f"{backend.runtime}-misplaced",
+        runtime=backend.runtime,
+        gateway_socket=blocker / "gateway" / "gateway.sock",
+    )
+
+    with pytest.raises(SandboxError) as refused:
+        misplaced.create(snapshot=None, network=NetworkPolicy("none"))
+
+    assert "cannot make the gateway socket's directory" in str(refused.value)
+    assert "check INSPECT_GATEWAY_SOCKET" in str(refused.value)
+    assert list(misplaced.sandboxes_dir.iterdir()) == []
