@@ -53,6 +53,8 @@ def relay(a, b, half_close=False):
                     continue
                 sel.unregister(key.fileobj)
                 open_sides -= 1
+                if not open_sides:
+                    break
                 key.data.shutdown(socket.SHUT_WR)
     except OSError:
         pass
