@@ -13,6 +13,7 @@ import hashlib
 import secrets
 from dataclasses import dataclass
 from datetime import timedelta
+from urllib.parse import urlsplit
 
 from django.conf import settings
 from django.utils import timezone
@@ -45,6 +46,27 @@ def gateway_base(backend_name: str) -> str:
     if backend_name == "modal":
         return settings.GATEWAY_PUBLIC_URL
     return f"http://127.0.0.1:{GATEWAY_PORT}"
+
+
+def gateway_unreachable(backend_name: str) -> str:
+    """Why a runtime in a sandbox of `backend_name` could not reach the gateway ('' if it
+    can): a local sandbox always has its door; a Modal one needs INSPECT_GATEWAY_PUBLIC_URL."""
+    if backend_name != "modal":
+        return ""
+    url = settings.GATEWAY_PUBLIC_URL
+    if not url:
+        return (
+            "Modal sandboxes reach the model gateway at INSPECT_GATEWAY_PUBLIC_URL, which is "
+            "not set: set it to the https URL routed to the gateway (docs/model-gateway.md), "
+            "or run sessions on the local backend."
+        )
+    parts = urlsplit(url)
+    if parts.scheme not in ("http", "https") or not parts.hostname:
+        return (
+            f"INSPECT_GATEWAY_PUBLIC_URL={url!r} is not a URL Modal sandboxes can call: "
+            "give it as https://host[:port] (docs/model-gateway.md)."
+        )
+    return ""
 
 
 def host_gateway_base() -> str:
