@@ -1,17 +1,38 @@
 """Recording one model request once it ended: the ModelRequest row (tokens, cost from the price
 table, latency, status, body hashes and sizes), its scrubbed bodies, an audit entry and a usage
-event in the session's log, all or nothing."""
+event in the session's log, and the session's cost, all in one transaction: all or nothing.
+
+The gateway calls `record` in a thread after every request it answered, refusals and errors
+included (docs/model-gateway.md, "Metering and audit"). The audit entry is what `audit verify`
+checks each ModelRequest row against (gateway/verify.py).
+"""
 
 from __future__ import annotations
 
 import hashlib
 from dataclasses import dataclass
+from datetime import timedelta
+from typing import Any
 
 from django.conf import settings
+from django.db import transaction
+from django.db.models import F
+from django.utils import timezone
 
-from gateway.models import ModelRequest
+from approvals import audit
+from gateway.models import ModelRequest, ModelRequestBody
+from gateway.scrub import scrub_bytes, scrubber
 from sessions.agents.pricing import cost_usd
-from sessions.models import ModelAccess
+from sessions.events import append_event
+from sessions.models import ModelAccess, Prompt, Session
+
+AUDIT_ACTION = "gateway.model_request"
+# What the audit entry holds of its ModelRequest row, compared field by field by the verifier.
+AUDITED_FIELDS = (
+    "runtime", "provider", "endpoint", "model", "stream", "status", "outcome",
+    "input_tokens", "output_tokens", "cached_tokens", "cost_usd", "request_sha256",
+    "response_sha256", "request_bytes", "response_bytes",
+)  # fmt: skip
 
 
 @dataclass
@@ -40,36 +61,120 @@ class Exchange:
     response_truncated: bool = False
 
 
-def record(exchange: Exchange) -> ModelRequest:
-    """Store one finished request (sync: the gateway calls it off its event loop)."""
-    access = exchange.access
-    return ModelRequest.objects.create(
-        access=access,
-        session_id=access.session_id,
-        prompt_id=access.prompt_id,
-        user_id=access.user_id,
-        repository_id=access.repository_id,
-        runtime=access.runtime,
-        provider=exchange.provider,
-        endpoint=exchange.endpoint,
-        model=exchange.model,
-        stream=exchange.stream,
-        status=exchange.status,
-        outcome=exchange.outcome,
-        message=exchange.message,
-        input_tokens=exchange.input_tokens,
-        output_tokens=exchange.output_tokens,
-        cached_tokens=exchange.cached_tokens,
-        cost_usd=cost_usd(
-            exchange.model, exchange.input_tokens, exchange.output_tokens, settings.LLM_PRICES
-        ),
-        latency_ms=exchange.latency_ms,
-        first_byte_ms=exchange.first_byte_ms,
-        request_sha256=hashlib.sha256(exchange.request_body).hexdigest(),
-        response_sha256=exchange.response_sha256
-        or hashlib.sha256(exchange.response_body).hexdigest(),
-        request_bytes=len(exchange.request_body),
-        response_bytes=exchange.response_size
-        if exchange.response_size is not None
-        else len(exchange.response_body),
+def request_cost(model: str, counts: dict[str, int]) -> float | None:
+    """What a request cost in USD (None: its model is not in the price table). A request that
+    used no tokens (refused, failed, a model listing) cost nothing, priced or not."""
+    if counts["input_tokens"] == 0 and counts["output_tokens"] == 0:
+        return 0.0
+    return cost_usd(
+        model,
+        counts["input_tokens"],
+        counts["output_tokens"],
+        settings.LLM_PRICES,
+        cached_tokens=counts["cached_tokens"],
     )
+
+
+def stored_text(body: bytes) -> str:
+    """A body as the database keeps it: UTF-8 (undecodable bytes replaced), no NUL characters
+    (PostgreSQL text cannot hold them)."""
+    return body.decode("utf-8", errors="replace").replace("\x00", "\ufffd")
+
+
+def audit_data(row: ModelRequest) -> dict[str, Any]:
+    """The audit entry's data for `row`: every AUDITED_FIELDS value."""
+    return {name: getattr(row, name) for name in AUDITED_FIELDS}
+
+
+def record(exchange: Exchange) -> ModelRequest:
+    """Store one finished request (sync: the gateway calls it off its event loop). Raises if
+    anything cannot be written, and then nothing is."""
+    access = exchange.access
+    counts = _counts(exchange)
+    redactor = scrubber(access.repository_id)
+    bodies = (
+        stored_text(scrub_bytes(redactor, exchange.request_body)),
+        stored_text(scrub_bytes(redactor, exchange.response_body)),
+    )
+    turn = Prompt.objects.filter(pk=access.prompt_id).values_list("order", flat=True).first()
+    now = timezone.now()
+    with transaction.atomic():
+        row = ModelRequest.objects.create(
+            access=access,
+            session_id=access.session_id,
+            prompt_id=access.prompt_id,
+            user_id=access.user_id,
+            repository_id=access.repository_id,
+            runtime=access.runtime,
+            provider=exchange.provider,
+            endpoint=exchange.endpoint,
+            model=exchange.model,
+            stream=exchange.stream,
+            status=exchange.status,
+            outcome=exchange.outcome,
+            message=exchange.message,
+            cost_usd=request_cost(exchange.model, counts),
+            **counts,
+            latency_ms=exchange.latency_ms,
+            first_byte_ms=exchange.first_byte_ms,
+            request_sha256=hashlib.sha256(exchange.request_body).hexdigest(),
+            response_sha256=exchange.response_sha256
+            or hashlib.sha256(exchange.response_body).hexdigest(),
+            request_bytes=len(exchange.request_body),
+            response_bytes=exchange.response_size
+            if exchange.response_size is not None
+            else len(exchange.response_body),
+            created_at=now,
+        )
+        if settings.GATEWAY_BODY_DAYS > 0:
+            ModelRequestBody.objects.create(
+                request=row,
+                request_body=bodies[0],
+                response_body=bodies[1],
+                expires_at=now + timedelta(days=settings.GATEWAY_BODY_DAYS),
+            )
+        if row.cost_usd:
+            Session.objects.filter(pk=access.session_id).update(
+                cost_usd=F("cost_usd") + row.cost_usd
+            )
+        append_event(access.session_id, "model_request", _usage(row, turn))
+        # Last: the audit log's head stays locked until this transaction commits.
+        audit.record(
+            AUDIT_ACTION,
+            actor_kind=audit.AuditEntry.ActorKind.AGENT,
+            repository=access.repository,
+            session=access.session,
+            object_type="model_request",
+            object_id=row.pk,
+            data={**audit_data(row), "turn": turn, "user_id": access.user_id},
+        )
+    return row
+
+
+def _counts(exchange: Exchange) -> dict[str, int]:
+    """Token counts as stored: never negative, cached tokens part of the input tokens."""
+    given = max(int(exchange.input_tokens), 0)
+    return {
+        "input_tokens": given,
+        "output_tokens": max(int(exchange.output_tokens), 0),
+        "cached_tokens": min(max(int(exchange.cached_tokens), 0), given),
+    }
+
+
+def _usage(row: ModelRequest, turn: int | None) -> dict[str, Any]:
+    return {
+        "request": row.pk,
+        "turn": turn,
+        "runtime": row.runtime,
+        "provider": row.provider,
+        "endpoint": row.endpoint,
+        "model": row.model,
+        "status": row.status,
+        "outcome": row.outcome,
+        "input_tokens": row.input_tokens,
+        "output_tokens": row.output_tokens,
+        "cached_tokens": row.cached_tokens,
+        "cost_usd": row.cost_usd,
+        "latency_ms": round(row.latency_ms, 1),
+        "message": row.message,
+    }
