@@ -7,7 +7,8 @@ import json
 
 import pytest
 
-from gateway.metering import Exchange
+from gateway.metering import Exchange, record
+from gateway.models import ModelRequest
 from sessions import model_access
 from sessions.models import ModelAccess
 from tests.approvals.conftest import (  # noqa: F401
@@ -61,3 +62,15 @@ def anthropic_exchange(standin, access):
         return Exchange(**{**fields, **overrides})
 
     return make
+
+
+@pytest.fixture
+def record_committed(django_capture_on_commit_callbacks):
+    """`record`, with what runs once its transaction commits run too (the audit head goes to
+    the sink), as in production."""
+
+    def run(exchange: Exchange) -> ModelRequest:
+        with django_capture_on_commit_callbacks(execute=True):
+            return record(exchange)
+
+    return run
