@@ -10,12 +10,14 @@ checks each ModelRequest row against (gateway/verify.py).
 from __future__ import annotations
 
 import hashlib
+import logging
+import time
 from dataclasses import dataclass
 from datetime import timedelta
 from typing import Any
 
 from django.conf import settings
-from django.db import transaction
+from django.db import OperationalError, connection, transaction
 from django.db.models import F
 from django.utils import timezone
 
@@ -25,6 +27,8 @@ from gateway.scrub import scrub_bytes, scrubber
 from sessions.agents.pricing import cost_usd
 from sessions.events import append_event
 from sessions.models import ModelAccess, Prompt, Session
+
+log = logging.getLogger(__name__)
 
 AUDIT_ACTION = "gateway.model_request"
 # What the audit entry holds of its ModelRequest row, compared field by field by the verifier.
@@ -81,6 +85,14 @@ def stored_text(body: bytes) -> str:
     return body.decode("utf-8", errors="replace").replace("\x00", "\ufffd")
 
 
+# PostgreSQL ended the transaction to break a deadlock, or to keep it serialisable: nothing of
+# it was written, so it is tried again. (The audit chain's head is locked before the session's
+# row by some writers, as by approvals.gate, and after it by others, as here.)
+RETRYABLE_SQLSTATES = frozenset({"40P01", "40001"})
+ATTEMPTS = 3
+_turns: dict[int, int | None] = {}  # prompt id -> its order (a prompt never changes order)
+
+
 def audit_data(row: ModelRequest) -> dict[str, Any]:
     """The audit entry's data for `row`: every AUDITED_FIELDS value."""
     return {name: getattr(row, name) for name in AUDITED_FIELDS}
@@ -96,7 +108,37 @@ def record(exchange: Exchange) -> ModelRequest:
         stored_text(scrub_bytes(redactor, exchange.request_body)),
         stored_text(scrub_bytes(redactor, exchange.response_body)),
     )
-    turn = Prompt.objects.filter(pk=access.prompt_id).values_list("order", flat=True).first()
+    turn = _turn_of(access.prompt_id)
+    for attempt in range(1, ATTEMPTS + 1):
+        try:
+            return _write(exchange, counts, bodies, turn)
+        except OperationalError as exc:
+            sqlstate = getattr(exc.__cause__, "sqlstate", None)
+            if (
+                sqlstate not in RETRYABLE_SQLSTATES
+                or attempt == ATTEMPTS
+                or connection.in_atomic_block
+            ):
+                raise
+            log.warning("recording a model request: %s; trying again", exc)
+            time.sleep(0.01 * attempt)
+    raise AssertionError("unreachable")
+
+
+def _turn_of(prompt_id: int) -> int | None:
+    if prompt_id not in _turns:
+        if len(_turns) > 10_000:
+            _turns.clear()
+        order = Prompt.objects.filter(pk=prompt_id).values_list("order", flat=True).first()
+        _turns[prompt_id] = order
+    return _turns[prompt_id]
+
+
+def _write(
+    exchange: Exchange, counts: dict[str, int], bodies: tuple[str, str], turn: int | None
+) -> ModelRequest:
+    """The one transaction of `record`."""
+    access = exchange.access
     now = timezone.now()
     with transaction.atomic():
         row = ModelRequest.objects.create(
