@@ -13,11 +13,11 @@ import hashlib
 import logging
 import time
 from dataclasses import dataclass
-from datetime import timedelta
+from datetime import datetime, timedelta
 from typing import Any
 
 from django.conf import settings
-from django.db import OperationalError, connection, transaction
+from django.db import InterfaceError, OperationalError, connection, transaction
 from django.db.models import F
 from django.utils import timezone
 
@@ -89,6 +89,9 @@ def stored_text(body: bytes) -> str:
 # it was written, so it is tried again. (The audit chain's head is locked before the session's
 # row by some writers, as by approvals.gate, and after it by others, as here.)
 RETRYABLE_SQLSTATES = frozenset({"40P01", "40001"})
+# The connection went away (the database restarted, an idle connection was cut): a new one is
+# opened and, unless the lost transaction had in fact committed, it is tried again.
+CONNECTION_LOST_SQLSTATES = frozenset({"57P01", "57P02", "57P03"})
 ATTEMPTS = 3
 _turns: dict[int, int | None] = {}  # prompt id -> its order (a prompt never changes order)
 
@@ -103,25 +106,39 @@ def record(exchange: Exchange) -> ModelRequest:
     anything cannot be written, and then nothing is."""
     access = exchange.access
     counts = _counts(exchange)
-    redactor = scrubber(access.repository_id)
-    bodies = (
-        stored_text(scrub_bytes(redactor, exchange.request_body)),
-        stored_text(scrub_bytes(redactor, exchange.response_body)),
-    )
-    turn = _turn_of(access.prompt_id)
+    # Fixed before the first attempt: a retry finds by them a transaction that did commit.
+    now, request_sha256 = timezone.now(), hashlib.sha256(exchange.request_body).hexdigest()
     for attempt in range(1, ATTEMPTS + 1):
         try:
-            return _write(exchange, counts, bodies, turn)
-        except OperationalError as exc:
+            # Both read the database (each cached): a lost connection shows here first.
+            redactor, turn = scrubber(access.repository_id), _turn_of(access.prompt_id)
+            bodies = (
+                stored_text(scrub_bytes(redactor, exchange.request_body)),
+                stored_text(scrub_bytes(redactor, exchange.response_body)),
+            )
+            return _write(exchange, counts, bodies, turn, now, request_sha256)
+        except (OperationalError, InterfaceError) as exc:
             sqlstate = getattr(exc.__cause__, "sqlstate", None)
+            lost = (
+                sqlstate is None
+                or sqlstate.startswith("08")
+                or sqlstate in CONNECTION_LOST_SQLSTATES
+            )
             if (
-                sqlstate not in RETRYABLE_SQLSTATES
-                or attempt == ATTEMPTS
+                attempt == ATTEMPTS
                 or connection.in_atomic_block
+                or not (lost or sqlstate in RETRYABLE_SQLSTATES)
             ):
                 raise
             log.warning("recording a model request: %s; trying again", exc)
-            time.sleep(0.01 * attempt)
+            if lost:
+                connection.close()  # the next query opens a new connection
+            time.sleep(0.05 * attempt)
+            stored = ModelRequest.objects.filter(
+                access_id=access.pk, created_at=now, request_sha256=request_sha256
+            ).first()
+            if stored is not None:  # the reply to COMMIT was lost, not the transaction
+                return stored
     raise AssertionError("unreachable")
 
 
@@ -135,11 +152,15 @@ def _turn_of(prompt_id: int) -> int | None:
 
 
 def _write(
-    exchange: Exchange, counts: dict[str, int], bodies: tuple[str, str], turn: int | None
+    exchange: Exchange,
+    counts: dict[str, int],
+    bodies: tuple[str, str],
+    turn: int | None,
+    now: datetime,
+    request_sha256: str,
 ) -> ModelRequest:
     """The one transaction of `record`."""
     access = exchange.access
-    now = timezone.now()
     with transaction.atomic():
         row = ModelRequest.objects.create(
             access=access,
@@ -159,7 +180,7 @@ def _write(
             **counts,
             latency_ms=exchange.latency_ms,
             first_byte_ms=exchange.first_byte_ms,
-            request_sha256=hashlib.sha256(exchange.request_body).hexdigest(),
+            request_sha256=request_sha256,
             response_sha256=exchange.response_sha256
             or hashlib.sha256(exchange.response_body).hexdigest(),
             request_bytes=len(exchange.request_body),

@@ -11,6 +11,7 @@ import threading
 import time
 from datetime import timedelta
 
+import psycopg
 import pytest
 from django.db import connection, transaction
 
@@ -24,6 +25,7 @@ from gateway.models import ModelRequest, ModelRequestBody
 from sessions.agents.pricing import cost_usd
 from sessions.events import append_event
 from sessions.models import Event, Session
+from tests.conftest import test_database_url
 
 pytestmark = pytest.mark.django_db
 
@@ -240,3 +242,25 @@ def test_a_deadlock_with_an_approval_is_tried_again(anthropic_exchange, agent_se
     assert "deadlock detected" in caplog.text and "trying again" in caplog.text
     assert _written(agent_session.pk) == {"requests": 1, "bodies": 1, "audit": 1, "events": 1}
     assert Session.objects.get(pk=agent_session.pk).cost_usd == pytest.approx(row.cost_usd)
+
+
+@pytest.mark.skipif(connection.vendor != "postgresql", reason="pg_terminate_backend")
+@pytest.mark.django_db(transaction=True)
+def test_a_connection_cut_by_the_database_is_opened_again(
+    anthropic_exchange, agent_session, caplog
+):
+    """The gateway's recording thread keeps its connection between requests; if the database
+    cut it meanwhile (a restart, an idle timeout), the request is still recorded, once."""
+    exchange = anthropic_exchange()
+    record(exchange)
+    with connection.cursor() as cursor:
+        cursor.execute("SELECT pg_backend_pid()")
+        (pid,) = cursor.fetchone()
+    with psycopg.connect(test_database_url(), autocommit=True) as admin:
+        admin.execute("SELECT pg_terminate_backend(%s)", [pid])
+
+    with caplog.at_level(logging.WARNING, logger="gateway.metering"):
+        row = record(exchange)
+    assert "trying again" in caplog.text
+    assert ModelRequest.objects.latest("pk") == row
+    assert _written(agent_session.pk) == {"requests": 2, "bodies": 2, "audit": 2, "events": 2}
