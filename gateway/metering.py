@@ -112,11 +112,12 @@ def record(exchange: Exchange) -> ModelRequest:
         try:
             # Both read the database (each cached): a lost connection shows here first.
             redactor, turn = scrubber(access.repository_id), _turn_of(access.prompt_id)
-            bodies = (
+            texts = (
                 stored_text(scrub_bytes(redactor, exchange.request_body)),
                 stored_text(scrub_bytes(redactor, exchange.response_body)),
+                redactor(exchange.message) if redactor else exchange.message,
             )
-            return _write(exchange, counts, bodies, turn, now, request_sha256)
+            return _write(exchange, counts, texts, turn, now, request_sha256)
         except (OperationalError, InterfaceError) as exc:
             sqlstate = getattr(exc.__cause__, "sqlstate", None)
             lost = (
@@ -154,12 +155,13 @@ def _turn_of(prompt_id: int) -> int | None:
 def _write(
     exchange: Exchange,
     counts: dict[str, int],
-    bodies: tuple[str, str],
+    texts: tuple[str, str, str],
     turn: int | None,
     now: datetime,
     request_sha256: str,
 ) -> ModelRequest:
-    """The one transaction of `record`."""
+    """The one transaction of `record` (`texts`: the request body, the response body and the
+    message, scrubbed)."""
     access = exchange.access
     with transaction.atomic():
         row = ModelRequest.objects.create(
@@ -169,13 +171,13 @@ def _write(
             user_id=access.user_id,
             repository_id=access.repository_id,
             runtime=access.runtime,
-            provider=exchange.provider,
-            endpoint=exchange.endpoint,
-            model=exchange.model,
+            provider=_column(exchange.provider, "provider"),
+            endpoint=_column(exchange.endpoint, "endpoint"),
+            model=_column(exchange.model, "model"),
             stream=exchange.stream,
             status=exchange.status,
             outcome=exchange.outcome,
-            message=exchange.message,
+            message=_column(texts[2], "message"),
             cost_usd=request_cost(exchange.model, counts),
             **counts,
             latency_ms=exchange.latency_ms,
@@ -192,8 +194,8 @@ def _write(
         if settings.GATEWAY_BODY_DAYS > 0:
             ModelRequestBody.objects.create(
                 request=row,
-                request_body=bodies[0],
-                response_body=bodies[1],
+                request_body=texts[0],
+                response_body=texts[1],
                 expires_at=now + timedelta(days=settings.GATEWAY_BODY_DAYS),
             )
         if row.cost_usd:
@@ -214,14 +216,26 @@ def _write(
     return row
 
 
+MAX_COUNT = 2**31 - 1  # what the token columns hold
+
+
 def _counts(exchange: Exchange) -> dict[str, int]:
-    """Token counts as stored: never negative, cached tokens part of the input tokens."""
-    given = max(int(exchange.input_tokens), 0)
+    """Token counts as stored: within what the columns hold, cached tokens part of the input
+    tokens (an upstream's odd count never costs the record)."""
+    given = min(max(int(exchange.input_tokens), 0), MAX_COUNT)
     return {
         "input_tokens": given,
-        "output_tokens": max(int(exchange.output_tokens), 0),
+        "output_tokens": min(max(int(exchange.output_tokens), 0), MAX_COUNT),
         "cached_tokens": min(max(int(exchange.cached_tokens), 0), given),
     }
+
+
+def _column(value: str, name: str) -> str:
+    """A name the runtime or the upstream chose (a model, say), as column `name` holds it: no
+    NUL (PostgreSQL text cannot hold it), cut to the column's length."""
+    limit = ModelRequest._meta.get_field(name).max_length
+    text = str(value).replace("\x00", "")
+    return text[:limit] if limit else text
 
 
 def _usage(row: ModelRequest, turn: int | None) -> dict[str, Any]:
