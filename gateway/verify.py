@@ -14,11 +14,13 @@ from gateway.models import ModelRequest
 
 NAME = "model requests"
 BATCH = 2000
+NAMED = 20  # problems of one kind named one by one; beyond, a count
 
 
 def verify_model_requests(report: Verification) -> None:
     """Add a Problem to `report` for each ModelRequest that does not match its audit entry."""
     audited: set[int] = set()
+    found: list[Problem] = []
     entries = AuditEntry.objects.filter(action=AUDIT_ACTION).order_by("seq")
     last_seq = 0
     while True:
@@ -31,28 +33,35 @@ def verify_model_requests(report: Verification) -> None:
         for entry in batch:
             pk = ids[entry.seq]
             if pk is None:
-                report.problems.append(
-                    _problem(entry, f"names no model request ({entry.object_id!r})")
-                )
+                found.append(_problem(entry, f"names no model request ({entry.object_id!r})"))
                 continue
             audited.add(pk)
             row = rows.get(pk)
             if row is None:
-                report.problems.append(_problem(entry, f"model request {pk} is missing (deleted)"))
+                found.append(_problem(entry, f"model request {pk} is missing (deleted)"))
                 continue
             differences = _differences(entry.data, row)
             if differences:
-                report.problems.append(
+                found.append(
                     _problem(entry, f"model request {pk} was altered: {'; '.join(differences)}")
                 )
+    report.problems.extend(_named(found, "audit entries of model requests do not match"))
     every = ModelRequest.objects.order_by("pk").values_list("pk", flat=True)
-    for pk in every.iterator(chunk_size=BATCH):
-        if pk in audited:
-            continue
-        report.problems.append(
-            Problem(None, None, f"model request {pk} has no audit entry (removed, or forged)")
-        )
+    unaudited = [
+        Problem(None, None, f"model request {pk} has no audit entry (removed, or forged)")
+        for pk in every.iterator(chunk_size=BATCH)
+        if pk not in audited
+    ]
+    report.problems.extend(_named(unaudited, "model requests have no audit entry"))
     report.notes.append(f"{len(audited)} model requests checked against their audit entries")
+
+
+def _named(problems: list[Problem], what: str) -> list[Problem]:
+    """The first NAMED problems, then one saying how many more."""
+    if len(problems) <= NAMED:
+        return problems
+    more = len(problems) - NAMED
+    return [*problems[:NAMED], Problem(None, None, f"{more:,} more {what}")]
 
 
 def _request_id(entry: AuditEntry) -> int | None:

@@ -14,7 +14,7 @@ from approvals import audit
 from approvals.models import AuditEntry
 from gateway.metering import AUDIT_ACTION
 from gateway.models import ModelRequest
-from tests.gateway.conftest import (  # noqa: F401
+from tests.gateway.metering_fixtures import (  # noqa: F401
     access,
     anthropic_exchange,
     record_committed,
@@ -85,18 +85,26 @@ def test_a_deleted_request_row_is_caught(metered, inspect_cli):
     assert f"model request {target.pk} is missing (deleted)" in err
 
 
+FORGE = (
+    "INSERT INTO gateway_modelrequest (runtime, provider, endpoint, model, stream, status, "
+    "outcome, message, input_tokens, output_tokens, cached_tokens, latency_ms, request_sha256, "
+    "response_sha256, request_bytes, response_bytes, created_at) VALUES ('codex', 'openai', "
+    "'responses', 'gpt-5', false, 200, 'ok', '', 1, 1, 0, 1, '', '', 0, 0, CURRENT_TIMESTAMP)"
+)
+
+
 def test_a_forged_request_row_is_caught(metered, inspect_cli):
-    _sql(
-        "INSERT INTO gateway_modelrequest (runtime, provider, endpoint, model, stream, status, "
-        "outcome, message, input_tokens, output_tokens, cached_tokens, latency_ms, "
-        "request_sha256, response_sha256, request_bytes, response_bytes, created_at) VALUES "
-        "('codex', 'openai', 'responses', 'gpt-5', false, 200, 'ok', '', 1, 1, 0, 1, "
-        "'', '', 0, 0, now())",
-        [],
-    )
+    _sql(FORGE, [])
     forged = ModelRequest.objects.order_by("-pk").first()
     err = _verify_fails(inspect_cli)
     assert f"model request {forged.pk} has no audit entry" in err
+
+    # Many: the first twenty are named, then how many more.
+    for _ in range(29):
+        _sql(FORGE, [])
+    err = _verify_fails(inspect_cli)
+    assert err.count("has no audit entry") == 20
+    assert "10 more model requests have no audit entry" in err
 
 
 def test_a_deleted_audit_entry_is_caught_and_its_request_named(metered, inspect_cli):
