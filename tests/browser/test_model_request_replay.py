@@ -48,10 +48,23 @@ def test_a_member_replays_a_model_request_from_the_session_page(team, login):
         f'#log-events a[href="/sessions/{session.pk}/model-requests/{row.pk}/"]'
     )
     assert log_link.count() == 1
+    assert page.locator("#model-cost").inner_text().startswith("Model cost $0.0051")
+    # Another request metered while the page is open: its log item and the cost arrive live.
+    later = record(
+        Exchange(
+            access=model_access.active(token), provider="anthropic", endpoint="messages",
+            model="claude-sonnet-4-5", stream=True, status=200, outcome="ok",
+            request_body=b"{}", response_body=b"", input_tokens=1000, output_tokens=100,
+        )
+    )  # fmt: skip
+    page.locator(f'#log-events a[href$="/model-requests/{later.pk}/"]').wait_for()
+    page.wait_for_function(
+        "document.querySelector('#model-cost').innerText.startsWith('Model cost $0.0096')"
+    )
     screenshot(page, "session-with-a-model-request")
     page.get_by_role("link", name="replay every model request").click()
     page.wait_for_url(f"**/sessions/{session.pk}/model-requests/")
-    assert page.get_by_role("cell", name="claude-code").count() == 1
+    assert page.get_by_role("cell", name="claude-code").count() == 2
     screenshot(page, "model-requests")
 
     page.locator(f'a[href="/sessions/{session.pk}/model-requests/{row.pk}/"]').click()
