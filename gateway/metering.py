@@ -38,6 +38,16 @@ AUDITED_FIELDS = (
     "response_sha256", "request_bytes", "response_bytes",
 )  # fmt: skip
 
+# PostgreSQL ended the transaction to break a deadlock, or to keep it serialisable: nothing of
+# it was written, so it is tried again. (The audit chain's head is locked before the session's
+# row by some writers, as by approvals.gate, and after it by others, as here.)
+RETRYABLE_SQLSTATES = frozenset({"40P01", "40001"})
+# The connection went away (the database restarted, an idle connection was cut): a new one is
+# opened and, unless the lost transaction had in fact committed, it is tried again.
+CONNECTION_LOST_SQLSTATES = frozenset({"57P01", "57P02", "57P03"})
+ATTEMPTS = 3
+_turns: dict[int, int | None] = {}  # prompt id -> its order (a prompt never changes order)
+
 
 @dataclass
 class Exchange:
@@ -83,17 +93,6 @@ def stored_text(body: bytes) -> str:
     """A body as the database keeps it: UTF-8 (undecodable bytes replaced), no NUL characters
     (PostgreSQL text cannot hold them)."""
     return body.decode("utf-8", errors="replace").replace("\x00", "\ufffd")
-
-
-# PostgreSQL ended the transaction to break a deadlock, or to keep it serialisable: nothing of
-# it was written, so it is tried again. (The audit chain's head is locked before the session's
-# row by some writers, as by approvals.gate, and after it by others, as here.)
-RETRYABLE_SQLSTATES = frozenset({"40P01", "40001"})
-# The connection went away (the database restarted, an idle connection was cut): a new one is
-# opened and, unless the lost transaction had in fact committed, it is tried again.
-CONNECTION_LOST_SQLSTATES = frozenset({"57P01", "57P02", "57P03"})
-ATTEMPTS = 3
-_turns: dict[int, int | None] = {}  # prompt id -> its order (a prompt never changes order)
 
 
 def audit_data(row: ModelRequest) -> dict[str, Any]:
