@@ -131,3 +131,12 @@ def test_a_verifier_that_crashes_fails_verification(metered, monkeypatch):
     assert "the model requests check could not run: RuntimeError: database gone" in str(
         report.problems
     )
+
+
+def test_deleting_the_session_through_the_app_is_not_tampering(metered, inspect_cli):
+    """Spend is history: a deleted session's requests stay, and still match their entries."""
+    session = metered[0].session
+    session.delete()
+    assert ModelRequest.objects.filter(session__isnull=True).count() == 3
+    code, out, err = inspect_cli("audit", "verify")
+    assert code == 0, out + err
