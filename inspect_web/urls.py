@@ -11,6 +11,7 @@ urlpatterns = [
     path("healthz", health.healthz, name="healthz"),
     path("sessions/", include("sessions.urls")),
     path("sessions/", include("sessions.sandbox_urls")),  # screenshots, live preview
+    path("sessions/", include("gateway.replay_urls")),  # a session's model requests
     path("snapshots/", include("snapshots.urls")),
     path("approvals/", include("sessions.approval_urls")),  # approval and audit pages
     path("automations/", include("automations.urls")),

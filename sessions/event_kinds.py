@@ -227,6 +227,27 @@ class Usage(TypedDict, total=False):
     turn: int
 
 
+class ModelRequestMetered(TypedDict):
+    """One request the turn's runtime made through the model gateway, as metered there (the
+    session's cost counts these). `request` is the ModelRequest's id, which its replay page
+    (/sessions/<id>/model-requests/<request>/) takes."""
+
+    request: int
+    turn: int | None
+    runtime: str
+    provider: str
+    endpoint: str
+    model: str
+    status: int
+    outcome: str
+    input_tokens: int  # cached tokens included
+    output_tokens: int
+    cached_tokens: int
+    cost_usd: float | None  # None: the model is unpriced
+    latency_ms: float
+    message: str  # why it was refused or failed ("" when it went through)
+
+
 class Message(TypedDict, total=False):
     """error and notice: a sentence for the user (the agent's or the platform's)."""
 
@@ -264,6 +285,7 @@ EVENT_KINDS: tuple[EventKind, ...] = (
     EventKind("review", Review, closed=True),
     EventKind("prompt", Prompt, closed=True),
     EventKind("terminal", Terminal, closed=True),
+    EventKind("model_request", ModelRequestMetered, closed=True),
     EventKind("diff", Diff, closed=False),
     EventKind("command", Command, closed=False),
     EventKind("screenshot", Screenshot, closed=False),

@@ -169,3 +169,15 @@ def anthropic_body(**extra: Any) -> dict[str, Any]:
         "messages": [{"role": "user", "content": "hello"}],
         **extra,
     }
+
+
+from tests.gateway.metering_fixtures import (  # noqa: E402, F401 - metering: record, replay, retention
+    access,
+    agent_request,
+    agent_session,
+    anthropic_exchange,
+    client_for,
+    record_committed,
+    secrets_key,
+    standin,
+)

@@ -16,6 +16,8 @@ from django.urls import URLPattern, URLResolver, get_resolver
 from api.tokens import token_create
 from approvals import audit
 from automations.services import automation_create
+from gateway.metering import Exchange, record
+from sessions import model_access
 from sessions.events import append_events
 from sessions.models import Attachment, Event, PullRequest
 from snapshots.models import Snapshot
@@ -49,6 +51,7 @@ OTHER = {
     ),
     "path": lambda o, what: ("index.html", "index.html"),
     "folder": lambda o, what: (o["attachment"].folder, "f" * 32),
+    "request_pk": lambda o, what: (str(o["model_request"].pk), str(MISSING_ID)),
 }
 MISSING_ID = 987_654
 
@@ -118,6 +121,15 @@ def objects(team, agent_session, agent_request):
     big = "x" * 100_000
     append_events(agent_session.pk, [("output", {"stream": "stdout", "text": big})])
     capped = Event.objects.filter(session=agent_session, kind="output").latest("seq").payload
+    token = model_access.mint(agent_session, agent_session.prompt, "builtin")
+    model_request = record(
+        Exchange(
+            access=model_access.active(token), provider="openai", endpoint="chat.completions",
+            model="gpt-4.1", stream=False, status=200, outcome="ok",
+            request_body=b'{"model": "gpt-4.1"}', response_body=b'{"choices": []}',
+            input_tokens=10, output_tokens=2,
+        )
+    )  # fmt: skip
     return {
         "session": agent_session,
         "approval": agent_request,
@@ -137,6 +149,7 @@ def objects(team, agent_session, agent_request):
             folder="a" * 32, name="shot.png", session=agent_session
         ),
         "artifact": capped["artifact"].rsplit("/", 1)[-1],
+        "model_request": model_request,
     }  # fmt: skip
 
 
@@ -163,9 +176,10 @@ def test_a_non_member_gets_404_for_every_object(objects, team, client_for, api):
         assert 404 in statuses.values(), (url, statuses)
         assert set(statuses.values()) <= {404, 405}, (url, statuses)
         checked.append(route.name)
-    assert {"sessions:detail", "sandbox:artifact", "api-session", "api-token-revoke"} <= set(
-        checked
-    )
+    assert {
+        "sessions:detail", "sandbox:artifact", "api-session", "api-token-revoke",
+        "model_requests:list", "model_requests:detail",
+    } <= set(checked)  # fmt: skip
     objects["approval"].refresh_from_db()
     assert objects["approval"].state == "pending"
     assert objects["session"].prompts.count() == 1
