@@ -140,9 +140,30 @@ def mint(transactional_db, team):
             repository=repository, creator=user, title="gateway", branch="b", agent=runtime
         )
         prompt = Prompt.objects.create(session=session, author=user, text="go", order=1)
+        minted.append(session)
         return model_access.mint(session, prompt, runtime), session
 
-    return make
+    minted: list = []
+    yield make
+    # The gateway records a request just after its response; let those land before the test
+    # database is flushed (a flush racing a record deadlocks in PostgreSQL).
+    _wait_until_recorded(minted)
+
+
+def _wait_until_recorded(sessions: list, quiet: float = 0.3, timeout: float = 10) -> None:
+    from gateway.models import ModelRequest
+
+    if not sessions:
+        return
+    deadline = time.monotonic() + timeout
+    last, since = -1, time.monotonic()
+    while time.monotonic() < deadline:
+        count = ModelRequest.objects.filter(session__in=sessions).count()
+        if count != last:
+            last, since = count, time.monotonic()
+        elif time.monotonic() - since >= quiet:
+            return
+        time.sleep(0.05)
 
 
 def wait_for_request(session, count: int = 1, timeout: float = 10):
