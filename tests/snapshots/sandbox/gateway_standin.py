@@ -1,10 +1,10 @@
-"""A stand-in for the model gateway's unix socket, for the tests of the sandbox's gateway door.
+"""A test peer on the model gateway's unix socket, for the tests of the sandbox's gateway door.
 
-The real gateway (``gateway/``) was built in parallel with the door; this speaks just enough
-HTTP to show what reached it, and binds its socket the way the gateway does (a temporary name,
-chmod 0666, renamed over ``gateway.sock``, the directory never removed), so a restart is a
-rename over a socket that sandboxes already have mounted. TODO(lead): switch these tests to the
-real gateway's fixture once it is on main.
+The door is a byte pipe from 127.0.0.1:4181 in the sandbox to this socket; these tests need a
+peer that shows what reached it (echoed sizes and hashes, paced streams, a restart). It binds
+its socket the way the gateway does (a temporary name, chmod 0666, renamed over
+``gateway.sock``, the directory never removed). The real gateway behind the door is proven by
+the runtime tests (tests/sessions/agents, tests/security/test_model_key_nowhere.py).
 """
 
 from __future__ import annotations
