@@ -1,0 +1,67 @@
+"""A running turn with gateway access, and model requests that cost money."""
+
+from __future__ import annotations
+
+import asyncio
+from concurrent.futures import Future, ThreadPoolExecutor
+
+import pytest
+
+from gateway import budgets
+from gateway.models import ModelRequest
+from inspect_web.redis_client import get_redis
+from sessions import model_access
+from sessions.models import ModelAccess, Prompt, Session
+
+
+@pytest.fixture(autouse=True)
+def admin_is_site_admin(request):
+    """The team's admin is the site's superuser in the database; the object says so too."""
+    if "team" in request.fixturenames:
+        request.getfixturevalue("team").admin.refresh_from_db()
+
+
+@pytest.fixture
+def turn(team):
+    """A session of the team's repository with its first turn running: its ModelAccess."""
+    session = Session.objects.create(repository=team.repository, creator=team.engineer, title="t")
+    prompt = Prompt.objects.create(session=session, author=team.engineer, text="go", order=1)
+    token = model_access.mint(session, prompt, "claude_code")
+    access = model_access.active(token)
+    get_redis().delete(budgets.pause_key(prompt.pk))
+    budgets.clear_cache()
+    yield access
+    get_redis().delete(budgets.pause_key(prompt.pk))
+    budgets.clear_cache()
+
+
+def spend(access: ModelAccess | None, usd: float, *, user=None, repository=None, **extra):
+    """One finished model request of `usd` (of `access`'s turn, or of the user/repository)."""
+    return ModelRequest.objects.create(
+        access=access,
+        session_id=access.session_id if access else None,
+        prompt_id=access.prompt_id if access else None,
+        user=user if user is not None else (access.user if access else None),
+        repository=repository
+        if repository is not None
+        else (access.repository if access else None),
+        runtime=extra.pop("runtime", access.runtime if access else "builtin"),
+        provider=extra.pop("provider", "anthropic"),
+        endpoint="messages",
+        model=extra.pop("model", "claude-sonnet-4-5"),
+        status=200,
+        outcome=ModelRequest.Outcome.OK,
+        cost_usd=usd,
+        request_sha256="0" * 64,
+        response_sha256="0" * 64,
+        **extra,
+    )
+
+
+_pool = ThreadPoolExecutor(max_workers=8, thread_name_prefix="admit")
+
+
+def admit_in_background(access: ModelAccess, model: str = "claude-sonnet-4-5") -> Future:
+    """admit() on its own event loop in another thread, as the gateway process runs it while
+    the test (an admin) acts in this one."""
+    return _pool.submit(asyncio.run, budgets.admit(access, model))
