@@ -4,5 +4,5 @@ from gateway import views
 
 app_name = "repository-policy"
 urlpatterns = [
-    path("<str:name>/models/", views.repository_models, name="models"),
+    path("<str:repo>/models/", views.repository_models, name="models"),
 ]

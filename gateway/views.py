@@ -52,12 +52,18 @@ def budget_list(request: HttpRequest) -> HttpResponse:
     return _budgets_page(request) if request.htmx else redirect("budgets:list")
 
 
+def _budget_or_404(request: HttpRequest, pk: int) -> Budget:
+    """A budget for a site admin; 404 for anyone else, as for an id that does not exist."""
+    if not budget_admin.may_manage_budgets(request.user):
+        raise Http404("No budget matches this address.")
+    return get_object_or_404(Budget.objects.select_related("user", "repository"), pk=pk)
+
+
 @login_required
 @require_POST
 def budget_edit(request: HttpRequest, pk: int) -> HttpResponse:
     """Change a budget's limit (raising it resumes the turns it paused)."""
-    budget_admin.require_budget_admin(request.user)
-    budget = get_object_or_404(Budget.objects.select_related("user", "repository"), pk=pk)
+    budget = _budget_or_404(request, pk)
     try:
         budget_admin.budget_change(
             by=request.user, budget=budget, limit_usd=request.POST.get("limit_usd", "")
@@ -70,18 +76,17 @@ def budget_edit(request: HttpRequest, pk: int) -> HttpResponse:
 @login_required
 @require_POST
 def budget_delete(request: HttpRequest, pk: int) -> HttpResponse:
-    budget_admin.require_budget_admin(request.user)
-    budget = get_object_or_404(Budget.objects.select_related("user", "repository"), pk=pk)
+    budget = _budget_or_404(request, pk)
     budget_admin.budget_remove(by=request.user, budget=budget)
     return _budgets_page(request) if request.htmx else redirect("budgets:list")
 
 
 @login_required
 @require_http_methods(["GET", "POST"])
-def repository_models(request: HttpRequest, name: str) -> HttpResponse:
+def repository_models(request: HttpRequest, repo: str) -> HttpResponse:
     """The models a repository's agents may use: its members see the list, its admins change
     it. A non-member gets 404, as for anything of a repository."""
-    repository = access.repositories_for(request.user).filter(name=name).first()
+    repository = access.repositories_for(request.user).filter(name=repo).first()
     if repository is None:
         raise Http404("No repository matches this name.")
     may_edit = access.has_repo_permission(request.user, repository, roles.MANAGE_REPOSITORY)

@@ -16,6 +16,7 @@ from django.urls import URLPattern, URLResolver, get_resolver
 from api.tokens import token_create
 from approvals import audit
 from automations.services import automation_create
+from gateway.models import Budget
 from sessions.events import append_events
 from sessions.models import Attachment, Event, PullRequest
 from snapshots.models import Snapshot
@@ -39,6 +40,8 @@ FILL = {
     "automations/": "automation",
     "account/tokens/": "token",
     "metrics/review-time/": "pull_request",
+    "budgets/": "budget",  # site admins only: 404 for anyone else
+    "repositories/": "repository",
 }
 # A parameter that is not the object's id, by name: (for the object, for one that does not exist),
 # given the objects and which of them the route takes.
@@ -137,6 +140,7 @@ def objects(team, agent_session, agent_request):
             folder="a" * 32, name="shot.png", session=agent_session
         ),
         "artifact": capped["artifact"].rsplit("/", 1)[-1],
+        "budget": Budget.objects.create(scope="site", period="day", limit_usd=5),
     }  # fmt: skip
 
 
