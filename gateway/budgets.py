@@ -156,12 +156,50 @@ def spend_of(limit: Limit, *, fresh: bool = False) -> float:
     return spend_usd(limit.scope, target, limit.period, fresh=fresh)
 
 
+def _spend_key(limit: Limit) -> tuple[str, int | None, str, datetime]:
+    target = {Budget.Scope.USER: limit.user_id, Budget.Scope.REPOSITORY: limit.repository_id}
+    return (limit.scope, target.get(limit.scope), limit.period, period_start(limit.period))
+
+
+def _spends(limits: list[Limit], *, fresh: bool) -> dict[int, float]:
+    """Each budget's spend (by pk): cached ones from the cache, the rest in one query that
+    reads the period's requests once (a FILTERed sum per budget)."""
+    now = time.monotonic()
+    found: dict[int, float] = {}
+    missing: list[Limit] = []
+    for limit in limits:
+        hit = _spend_cache.get(_spend_key(limit))
+        if hit is not None and not fresh and now - hit[0] < CACHE_SECONDS:
+            found[limit.pk] = hit[1]
+        else:
+            missing.append(limit)
+    if not missing:
+        return found
+    sums, rows = {}, Q()
+    for limit in missing:
+        scope, target, _, since = _spend_key(limit)
+        where = Q(created_at__gte=since)
+        if scope != Budget.Scope.SITE:
+            where &= Q(**{f"{scope}_id": target})
+        sums[f"b{limit.pk}"] = Sum("cost_usd", filter=where)
+        rows |= where
+    totals = ModelRequest.objects.filter(rows).aggregate(**sums)
+    for limit in missing:
+        spent = float(totals[f"b{limit.pk}"] or 0.0)
+        _spend_cache[_spend_key(limit)] = (now, spent)
+        found[limit.pk] = spent
+    return found
+
+
 def first_spent(user_id: int | None, repository_id: int, *, fresh: bool = False) -> Spent | None:
     """The first budget of this request whose spend reached its limit, or None."""
-    for limit in limits_for(user_id, repository_id, fresh=fresh):
-        spent = spend_of(limit, fresh=fresh)
-        if spent >= limit.limit_usd:
-            return Spent(limit, spent)
+    limits = limits_for(user_id, repository_id, fresh=fresh)
+    if not limits:
+        return None
+    spends = _spends(limits, fresh=fresh)
+    for limit in limits:
+        if spends[limit.pk] >= limit.limit_usd:
+            return Spent(limit, spends[limit.pk])
     return None
 
 

@@ -3,9 +3,13 @@
 from __future__ import annotations
 
 import asyncio
+from collections.abc import Coroutine, Iterator
 from concurrent.futures import Future, ThreadPoolExecutor
+from contextlib import contextmanager
+from typing import Any, TypeVar
 
 import pytest
+from django.db import connections
 
 from gateway import budgets
 from gateway.models import ModelRequest
@@ -21,8 +25,11 @@ def admin_is_site_admin(request):
         request.getfixturevalue("team").admin.refresh_from_db()
 
 
-@pytest.fixture
-def turn(team):
+T = TypeVar("T")
+
+
+@contextmanager
+def running_turn(team) -> Iterator[ModelAccess]:
     """A session of the team's repository with its first turn running: its ModelAccess."""
     session = Session.objects.create(repository=team.repository, creator=team.engineer, title="t")
     prompt = Prompt.objects.create(session=session, author=team.engineer, text="go", order=1)
@@ -30,9 +37,17 @@ def turn(team):
     access = model_access.active(token)
     get_redis().delete(budgets.pause_key(prompt.pk))
     budgets.clear_cache()
-    yield access
-    get_redis().delete(budgets.pause_key(prompt.pk))
-    budgets.clear_cache()
+    try:
+        yield access
+    finally:
+        get_redis().delete(budgets.pause_key(prompt.pk))
+        budgets.clear_cache()
+
+
+@pytest.fixture
+def turn(team):
+    with running_turn(team) as access:
+        yield access
 
 
 def spend(access: ModelAccess | None, usd: float, *, user=None, repository=None, **extra):
@@ -61,7 +76,25 @@ def spend(access: ModelAccess | None, usd: float, *, user=None, repository=None,
 _pool = ThreadPoolExecutor(max_workers=8, thread_name_prefix="admit")
 
 
+def in_event_loop(coroutine: Coroutine[Any, Any, T]) -> T:
+    """Run `coroutine` on an event loop of its own, as the gateway runs admit(). Its database
+    work runs in one executor thread whose connection is closed after, so the test database can
+    be dropped."""
+    loop = asyncio.new_event_loop()
+    executor = ThreadPoolExecutor(max_workers=1, thread_name_prefix="admit-db")
+    loop.set_default_executor(executor)
+    try:
+        return loop.run_until_complete(coroutine)
+    finally:
+        executor.submit(connections.close_all).result()
+        loop.close()
+        executor.shutdown()
+
+
+def admit_now(access: ModelAccess, model: str = "claude-sonnet-4-5") -> budgets.Refusal | None:
+    return in_event_loop(budgets.admit(access, model))
+
+
 def admit_in_background(access: ModelAccess, model: str = "claude-sonnet-4-5") -> Future:
-    """admit() on its own event loop in another thread, as the gateway process runs it while
-    the test (an admin) acts in this one."""
-    return _pool.submit(asyncio.run, budgets.admit(access, model))
+    """admit_now() in another thread, while the test (an admin) acts in this one."""
+    return _pool.submit(admit_now, access, model)

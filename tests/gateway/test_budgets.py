@@ -3,7 +3,6 @@ raises it, or refuses it with a 429 naming the budget once BUDGET_PAUSE_SECONDS 
 
 from __future__ import annotations
 
-import asyncio
 import time
 from datetime import timedelta
 from decimal import Decimal
@@ -17,7 +16,7 @@ from gateway.budget_admin import budget_remove, budget_set
 from gateway.models import Budget, ModelRequest
 from sessions import model_access
 from sessions.models import Event
-from tests.gateway.conftest import admit_in_background, spend
+from tests.gateway.conftest import admit_in_background, admit_now, in_event_loop, spend
 
 pytestmark = pytest.mark.django_db(transaction=True)
 
@@ -43,7 +42,7 @@ def test_a_request_within_every_budget_goes(team, turn):
     budget_set(by=team.admin, scope="user", period="day", target="engineer", limit_usd="5")
     budget_set(by=team.admin, scope="site", period="month", target="", limit_usd="100")
     spend(turn, 4.99)
-    assert asyncio.run(budgets.admit(turn, "claude-sonnet-4-5")) is None
+    assert admit_now(turn) is None
     assert events(turn, "budget_paused") == []
 
 
@@ -110,7 +109,7 @@ def test_a_pause_that_times_out_is_a_429_naming_the_budget(team, turn, settings)
     assert error["phase"] == "budget"
     # The runtimes retry a 429: the turn's next request is refused at once, not paused again.
     started = time.monotonic()
-    again = asyncio.run(budgets.admit(turn, "claude-sonnet-4-5"))
+    again = admit_now(turn)
     assert again.status == 429 and time.monotonic() - started < 0.9
     assert len(events(turn, "budget_paused")) == 1
 
@@ -163,17 +162,21 @@ def test_an_uncached_check_is_fast_with_a_month_of_requests(team, turn):
     with connection.cursor() as cursor:
         cursor.execute("ANALYZE gateway_modelrequest")
     timings = []
-    for _ in range(50):
+    for _ in range(100):
         budgets.clear_cache()
         began = time.perf_counter()
-        assert asyncio.run(budgets.admit(turn, "gpt-4.1")) is None
+        assert budgets.first_spent(turn.user_id, turn.repository_id) is None
         timings.append((time.perf_counter() - began) * 1000)
     timings.sort()
-    p50, p99 = timings[len(timings) // 2], timings[int(len(timings) * 0.99) - 1]
-    print(f"uncached budget check over 60,000 requests: p50 {p50:.1f} ms, p99 {p99:.1f} ms")
-    began = time.perf_counter()
-    for _ in range(200):
-        asyncio.run(budgets.admit(turn, "gpt-4.1"))
-    cached = (time.perf_counter() - began) / 200 * 1000
-    print(f"cached budget check: {cached:.2f} ms")
-    assert p99 < 250
+    p50, p99 = timings[49], timings[98]
+    print(f"uncached budget check, 3 budgets, 60,000 requests: p50 {p50:.1f} ms, p99 {p99:.1f} ms")
+
+    async def cached_admits() -> float:
+        began = time.perf_counter()
+        for _ in range(1000):
+            assert await budgets.admit(turn, "gpt-4.1") is None
+        return (time.perf_counter() - began) / 1000 * 1000
+
+    per_admit = in_event_loop(cached_admits())
+    print(f"admit() within its budgets, cached: {per_admit:.3f} ms")
+    assert p99 < 100

@@ -1,0 +1,61 @@
+"""A turn paused at a small budget goes on when an admin raises it on the budgets page."""
+
+from __future__ import annotations
+
+import time
+
+import pytest
+from playwright.sync_api import expect
+
+from gateway import budgets
+from gateway.models import Budget
+from sessions.models import Event
+from tests.browser.conftest import screenshot
+from tests.gateway.conftest import admit_in_background, running_turn, spend
+
+pytestmark = [pytest.mark.browser, pytest.mark.django_db(transaction=True)]
+
+
+@pytest.fixture
+def turn(team):
+    """The engineer's running turn and its gateway access (tests/gateway/conftest.py's)."""
+    with running_turn(team) as access:
+        yield access
+
+
+def test_an_admin_raises_a_budget_in_the_browser_and_the_paused_turn_goes_on(
+    login, team, turn, monkeypatch, settings
+):
+    monkeypatch.setattr(budgets, "POLL_SECONDS", 0.2)
+    settings.BUDGET_PAUSE_SECONDS = 120
+    team.admin.refresh_from_db()
+    budget = Budget.objects.create(
+        scope="user", period="day", user=team.engineer, limit_usd=1, updated_by=team.admin
+    )
+    spend(turn, 1.2)
+    pending = admit_in_background(turn)
+    deadline = time.monotonic() + 20
+    while not Event.objects.filter(session_id=turn.session_id, kind="budget_paused").exists():
+        assert time.monotonic() < deadline, "the turn did not pause"
+        time.sleep(0.1)
+
+    engineer = login(team.engineer)
+    engineer.goto(f"/sessions/{turn.session_id}/")
+    paused = engineer.locator(".budget-paused")
+    expect(paused).to_contain_text("the daily budget of user engineer is spent")
+    expect(paused).to_contain_text("$1.20 of $1.00")
+    screenshot(engineer, "budget-paused")
+
+    admin = login(team.admin)
+    admin.goto("/budgets/")
+    row = admin.locator(f"#budget-{budget.pk}")
+    expect(row).to_contain_text("spent: turns pause")
+    screenshot(admin, "budgets-spent")
+    row.locator("input[name=limit_usd]").fill("5")
+    row.get_by_role("button", name="Change").click()
+    expect(admin.locator(f"#budget-{budget.pk} .budget-left-usd")).to_have_text("$3.80")
+    assert pending.result(timeout=20) is None  # the paused request goes through
+    screenshot(admin, "budgets-raised")
+    resumed = Event.objects.get(session_id=turn.session_id, kind="budget_resumed")
+    assert "raised to $5.00" in resumed.payload["message"]
+    expect(engineer.locator(".budget-resumed")).to_contain_text("raised to $5.00", timeout=15_000)
