@@ -30,3 +30,13 @@ def test_screenshots_link_to_the_image_and_terminal_input_names_the_typist():
     assert shot.endswith("screenshot after of /: http://inspect.test/sessions/3/screenshots/a.png")
     typed = line("terminal", {"user": "engineer", "input": "ls \x1b]0;title\x07"})
     assert typed.endswith("engineer typed: ls ^[]0;title^G")
+
+
+def test_a_budget_pause_and_its_end_say_which_budget_and_where_to_raise_it():
+    message = "Paused: the daily budget of user ada is spent. An admin can raise it at /budgets/"
+    paused = line("budget_paused", {"message": message})
+    assert "budget paused: Paused: the daily budget of user ada" in paused and "/budgets/" in paused
+    resumed = line(
+        "budget_resumed", {"message": "Resumed: the daily budget of user ada was raised"}
+    )
+    assert resumed.endswith("budget resumed: Resumed: the daily budget of user ada was raised")
