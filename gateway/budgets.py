@@ -13,12 +13,18 @@ budget; later requests of the same turn are refused at once while the budget sta
 from __future__ import annotations
 
 import asyncio
+import functools
+import logging
 import time
+from collections.abc import Callable
 from dataclasses import dataclass
 from datetime import UTC, datetime
+from typing import TypeVar
 
+import redis
 from asgiref.sync import sync_to_async
 from django.conf import settings
+from django.db import InterfaceError, OperationalError, connection
 from django.db.models import Q, Sum
 from django.utils import timezone
 
@@ -26,6 +32,9 @@ from gateway.models import Budget, ModelRequest
 from inspect_web.redis_client import get_redis
 from sessions.events import append_event
 from sessions.models import ModelAccess, Prompt
+
+log = logging.getLogger(__name__)
+T = TypeVar("T")
 
 CACHE_SECONDS = 1.0  # how stale a spend figure or the budget rows may be on the fast path
 POLL_SECONDS = 1.0  # how often a paused request looks again
@@ -251,9 +260,13 @@ def _key_ttl(access: ModelAccess) -> int:
 def _begin_pause(access: ModelAccess, spent: Spent) -> str:
     """Mark the turn paused; the first request to do so writes the event. Returns the state the
     turn was already in ("refused" once a pause timed out), or "" for a pause that goes on."""
-    redis = get_redis()
     key = pause_key(access.prompt_id)
-    if redis.set(key, "paused", nx=True, ex=_key_ttl(access)):
+    try:
+        first = get_redis().set(key, "paused", nx=True, ex=_key_ttl(access))
+    except redis.RedisError as exc:  # the pause must still be seen, even if twice
+        log.warning("budget pause of turn %s without Redis: %s", access.prompt_id, exc)
+        first = True
+    if first:
         limit = spent.limit
         append_event(
             access.session_id,
@@ -277,13 +290,16 @@ def _begin_pause(access: ModelAccess, spent: Spent) -> str:
             },
         )
         return ""
-    state = redis.get(pause_key(access.prompt_id)) or b""
+    state = get_redis().get(key) or b""
     return "refused" if state == b"refused" else ""
 
 
 def _end_pause(access: ModelAccess, spent: Spent, waited_s: float) -> None:
     """The budget was raised or removed: the one request that clears the mark says so."""
-    if not get_redis().delete(pause_key(access.prompt_id)):
+    try:
+        if not get_redis().delete(pause_key(access.prompt_id)):
+            return
+    except redis.RedisError:  # nobody can tell who says it: the budget page shows it anyway
         return
     limit = spent.limit
     now = Budget.objects.filter(pk=limit.pk).values_list("limit_usd", flat=True).first()
@@ -304,11 +320,13 @@ def _end_pause(access: ModelAccess, spent: Spent, waited_s: float) -> None:
 def _give_up(access: ModelAccess, spent: Spent) -> None:
     """The pause timed out: later requests of the turn are refused at once (the runtimes retry a
     429), and the log says so once."""
-    redis = get_redis()
     key = pause_key(access.prompt_id)
-    if redis.getset(key, "refused") == b"refused":
-        return
-    redis.expire(key, _key_ttl(access))
+    try:
+        if get_redis().getset(key, "refused") == b"refused":
+            return
+        get_redis().expire(key, _key_ttl(access))
+    except redis.RedisError as exc:
+        log.warning("budget refusal of turn %s without Redis: %s", access.prompt_id, exc)
     append_event(
         access.session_id,
         "error",
@@ -325,9 +343,26 @@ def _check(access: ModelAccess, *, fresh: bool = False) -> Spent | None:
     return first_spent(access.user_id, access.repository_id, fresh=fresh)
 
 
+def _reconnecting(fn: Callable[..., T]) -> Callable[..., T]:
+    """A pool thread keeps its database connection between calls; one the server dropped (a
+    restart, a failover) is replaced once instead of failing every later check."""
+
+    @functools.wraps(fn)
+    def run(*args, **kwargs) -> T:
+        try:
+            return fn(*args, **kwargs)
+        except (OperationalError, InterfaceError):
+            if connection.in_atomic_block:
+                raise
+            connection.close()
+            return fn(*args, **kwargs)
+
+    return run
+
+
 # Off the event loop, each call in a pool thread: a slow query never holds other sessions.
 _in_thread = {
-    name: sync_to_async(fn, thread_sensitive=False)
+    name: sync_to_async(_reconnecting(fn), thread_sensitive=False)
     for name, fn in {
         "check": _check,
         "begin": _begin_pause,

@@ -8,6 +8,7 @@ from datetime import timedelta
 from decimal import Decimal
 
 import pytest
+import redis
 from django.db import connection
 from django.utils import timezone
 
@@ -180,3 +181,20 @@ def test_an_uncached_check_is_fast_with_a_month_of_requests(team, turn):
     per_admit = in_event_loop(cached_admits())
     print(f"admit() within its budgets, cached: {per_admit:.3f} ms")
     assert p99 < 100
+
+
+def test_without_redis_the_pause_is_still_shown_and_still_ends(team, turn, monkeypatch):
+    class Down:
+        def __getattr__(self, name):
+            def fail(*args, **kwargs):
+                raise redis.ConnectionError("Redis is down")
+
+            return fail
+
+    monkeypatch.setattr(budgets, "get_redis", Down)
+    budget_set(by=team.admin, scope="user", period="day", target="engineer", limit_usd="1")
+    spend(turn, 1)
+    pending = admit_in_background(turn)
+    wait_for(lambda: events(turn, "budget_paused"))
+    budget_set(by=team.admin, scope="user", period="day", target="engineer", limit_usd="2")
+    assert pending.result(timeout=15) is None
