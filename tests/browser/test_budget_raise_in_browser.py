@@ -59,3 +59,23 @@ def test_an_admin_raises_a_budget_in_the_browser_and_the_paused_turn_goes_on(
     resumed = Event.objects.get(session_id=turn.session_id, kind="budget_resumed")
     assert "raised to $5.00" in resumed.payload["message"]
     expect(engineer.locator(".budget-resumed")).to_contain_text("raised to $5.00", timeout=15_000)
+
+
+@pytest.mark.parametrize("url", ["/budgets/", "/repositories/widgets/models/", "/metrics/"])
+def test_the_budget_and_model_pages_fit_a_phone(login, team, url):
+    team.admin.refresh_from_db()
+    Budget.objects.create(scope="repository", period="month", repository=team.repository,
+                          limit_usd=250, updated_by=team.admin)  # fmt: skip
+    spend(None, 3.5, user=team.engineer, repository=team.repository, runtime="codex")
+    page = login(team.admin)
+    errors = []
+    page.on("pageerror", lambda exc: errors.append(str(exc)))
+    page.set_viewport_size({"width": 390, "height": 844})
+    assert page.goto(url).status == 200
+    if url == "/metrics/":  # the spend fragment arrives after the page
+        expect(page.locator("#metrics-spend .spend-total")).to_have_text("$3.50")
+    else:
+        expect(page.get_by_role("button").first).to_be_visible()
+    screenshot(page, "gateway" + url.replace("/", "-").rstrip("-") + "-phone")
+    assert errors == []
+    assert page.evaluate("document.documentElement.scrollWidth") <= 390
