@@ -1,5 +1,6 @@
-"""Which models a repository's agents may use through the gateway (Repository.allowed_models;
-empty: any), and changing that list (repository admins, audited)."""
+"""Changing which models a repository's agents may use (Repository.allowed_models: names, or
+prefixes ending in *; empty: any): repository admins, audited. The gateway enforces the list
+(gateway/policy.py)."""
 
 from __future__ import annotations
 
@@ -20,28 +21,6 @@ NAME = re.compile(r"^[A-Za-z0-9][A-Za-z0-9._:/@+-]*\*?$")
 
 class ModelListError(ValueError):
     """A list of models that cannot be saved; the message says which entry and why."""
-
-
-def model_allowed(allowed: list[str], model: str) -> bool:
-    """Whether `model` is on the list (an entry ending in * allows every name it starts)."""
-    if not allowed:
-        return True
-    for entry in allowed:
-        if entry.endswith("*"):
-            if model.startswith(entry[:-1]):
-                return True
-        elif model == entry:
-            return True
-    return False
-
-
-def refusal_message(repository_name: str, allowed: list[str], model: str) -> str:
-    """What a runtime shows when its model is not allowed: the list of allowed ones."""
-    return (
-        f"The model {model!r} is not allowed in repository {repository_name}. "
-        f"Allowed: {', '.join(allowed)}. A repository admin can change the list at "
-        f"/repositories/{repository_name}/models/."
-    )
 
 
 def parse_model_list(text: str | list[str]) -> list[str]:

@@ -11,7 +11,7 @@ from gateway import budgets
 from gateway.models import Budget
 from sessions.models import Event
 from tests.browser.conftest import screenshot
-from tests.gateway.conftest import admit_in_background, running_turn, spend
+from tests.gateway.budget_fixtures import admit_in_background, running_turn, spend
 
 pytestmark = [pytest.mark.browser, pytest.mark.django_db(transaction=True)]
 

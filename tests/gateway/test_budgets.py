@@ -17,7 +17,7 @@ from gateway.budget_admin import budget_remove, budget_set
 from gateway.models import Budget, ModelRequest
 from sessions import model_access
 from sessions.models import Event
-from tests.gateway.conftest import admit_in_background, admit_now, in_event_loop, spend
+from tests.gateway.budget_fixtures import admit_in_background, admit_now, in_event_loop, spend
 
 pytestmark = pytest.mark.django_db(transaction=True)
 

@@ -11,7 +11,7 @@ import pytest
 from gateway.budgets import period_start
 from metrics.queries import metrics_report
 from metrics.spend import spend_report
-from tests.gateway.conftest import spend
+from tests.gateway.budget_fixtures import spend
 from tests.metrics.conftest import NOW
 from tests.metrics.test_figures import END, START
 
