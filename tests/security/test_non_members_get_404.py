@@ -127,6 +127,7 @@ def objects(team, agent_session, agent_request):
         "snapshot": snapshot,
         "entry": entry,
         "repository": team.repository,
+        "budget": Budget.objects.create(scope="site", period="day", limit_usd=5),
         "automation": automation_create(
             repository=team.repository, creator=team.engineer, name="nightly", prompt="tidy",
             cron="0 3 * * *",
@@ -140,7 +141,6 @@ def objects(team, agent_session, agent_request):
             folder="a" * 32, name="shot.png", session=agent_session
         ),
         "artifact": capped["artifact"].rsplit("/", 1)[-1],
-        "budget": Budget.objects.create(scope="site", period="day", limit_usd=5),
     }  # fmt: skip
 
 
