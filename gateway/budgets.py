@@ -215,8 +215,10 @@ def first_spent(user_id: int | None, repository_id: int, *, fresh: bool = False)
 # -- the pause ------------------------------------------------------------------------------------
 
 
-def pause_key(prompt_id: int) -> str:
-    return f"gateway:budget-pause:{prompt_id}"
+def pause_key(access_id: int) -> str:
+    """The turn's pause state. Per ModelAccess (one per run of a turn), so a retried turn
+    pauses, and says so, afresh."""
+    return f"gateway:budget-pause:{access_id}"
 
 
 def refusal_for(spent: Spent) -> Refusal:
@@ -260,7 +262,7 @@ def _key_ttl(access: ModelAccess) -> int:
 def _begin_pause(access: ModelAccess, spent: Spent) -> str:
     """Mark the turn paused; the first request to do so writes the event. Returns the state the
     turn was already in ("refused" once a pause timed out), or "" for a pause that goes on."""
-    key = pause_key(access.prompt_id)
+    key = pause_key(access.pk)
     try:
         first = get_redis().set(key, "paused", nx=True, ex=_key_ttl(access))
     except redis.RedisError as exc:  # the pause must still be seen, even if twice
@@ -297,7 +299,7 @@ def _begin_pause(access: ModelAccess, spent: Spent) -> str:
 def _end_pause(access: ModelAccess, spent: Spent, waited_s: float) -> None:
     """The budget was raised or removed: the one request that clears the mark says so."""
     try:
-        if not get_redis().delete(pause_key(access.prompt_id)):
+        if not get_redis().delete(pause_key(access.pk)):
             return
     except redis.RedisError:  # nobody can tell who says it: the budget page shows it anyway
         return
@@ -320,7 +322,7 @@ def _end_pause(access: ModelAccess, spent: Spent, waited_s: float) -> None:
 def _give_up(access: ModelAccess, spent: Spent) -> None:
     """The pause timed out: later requests of the turn are refused at once (the runtimes retry a
     429), and the log says so once."""
-    key = pause_key(access.prompt_id)
+    key = pause_key(access.pk)
     try:
         if get_redis().getset(key, "refused") == b"refused":
             return

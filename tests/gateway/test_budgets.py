@@ -15,6 +15,7 @@ from django.utils import timezone
 from gateway import budgets
 from gateway.budget_admin import budget_remove, budget_set
 from gateway.models import Budget, ModelRequest
+from inspect_web.redis_client import get_redis
 from sessions import model_access
 from sessions.models import Event
 from tests.gateway.budget_fixtures import admit_in_background, admit_now, in_event_loop, spend
@@ -113,6 +114,11 @@ def test_a_pause_that_times_out_is_a_429_naming_the_budget(team, turn, settings)
     again = admit_now(turn)
     assert again.status == 429 and time.monotonic() - started < 0.9
     assert len(events(turn, "budget_paused")) == 1
+    # The turn run again (a new token for the same prompt) pauses, and says so, afresh.
+    retry = model_access.active(model_access.mint(turn.session, turn.prompt, "claude_code"))
+    assert admit_now(retry).status == 429
+    assert len(events(turn, "budget_paused")) == 2
+    get_redis().delete(budgets.pause_key(retry.pk))
 
 
 def test_many_waiting_requests_make_one_paused_event_and_one_resumed(team, turn):
