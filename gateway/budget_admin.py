@@ -60,19 +60,19 @@ class BudgetRow:
 def budget_rows() -> list[BudgetRow]:
     """Every budget, sites first then repositories then users, with this period's spend."""
     order = {Budget.Scope.SITE: 0, Budget.Scope.REPOSITORY: 1, Budget.Scope.USER: 2}
-    rows = []
-    for budget in Budget.objects.select_related("user", "repository", "updated_by"):
-        limit = budgets.limit_of(budget)
-        spent = budgets.spend_of(limit, fresh=True)
-        rows.append(
-            BudgetRow(
-                budget=budget,
-                name=limit.name,
-                spent_usd=spent,
-                left_usd=max(limit.limit_usd - spent, 0.0),
-                spent=spent >= limit.limit_usd,
-            )
+    saved = list(Budget.objects.select_related("user", "repository", "updated_by"))
+    limits = [budgets.limit_of(b) for b in saved]
+    spent = budgets.spends_of(limits, fresh=True)  # one query, whatever the number of budgets
+    rows = [
+        BudgetRow(
+            budget=budget,
+            name=limit.name,
+            spent_usd=spent[limit.pk],
+            left_usd=max(limit.limit_usd - spent[limit.pk], 0.0),
+            spent=spent[limit.pk] >= limit.limit_usd,
         )
+        for budget, limit in zip(saved, limits, strict=True)
+    ]
     rows.sort(key=lambda r: (order[r.budget.scope], r.name))
     return rows
 

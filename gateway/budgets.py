@@ -142,35 +142,12 @@ def limits_for(user_id: int | None, repository_id: int, *, fresh: bool = False) 
     return limits
 
 
-def spend_usd(scope: str, target_id: int | None, period: str, *, fresh: bool = False) -> float:
-    """What the user, repository or site (`target_id` None) spent this UTC day or month."""
-    since = period_start(period)
-    key = (scope, target_id, period, since)
-    now = time.monotonic()
-    hit = _spend_cache.get(key)
-    if hit is not None and not fresh and now - hit[0] < CACHE_SECONDS:
-        return hit[1]
-    rows = ModelRequest.objects.filter(created_at__gte=since)
-    if scope == Budget.Scope.USER:
-        rows = rows.filter(user_id=target_id)
-    elif scope == Budget.Scope.REPOSITORY:
-        rows = rows.filter(repository_id=target_id)
-    spent = float(rows.aggregate(total=Sum("cost_usd"))["total"] or 0.0)
-    _spend_cache[key] = (now, spent)
-    return spent
-
-
-def spend_of(limit: Limit, *, fresh: bool = False) -> float:
-    target = limit.user_id if limit.scope == Budget.Scope.USER else limit.repository_id
-    return spend_usd(limit.scope, target, limit.period, fresh=fresh)
-
-
 def _spend_key(limit: Limit) -> tuple[str, int | None, str, datetime]:
     target = {Budget.Scope.USER: limit.user_id, Budget.Scope.REPOSITORY: limit.repository_id}
     return (limit.scope, target.get(limit.scope), limit.period, period_start(limit.period))
 
 
-def _spends(limits: list[Limit], *, fresh: bool) -> dict[int, float]:
+def spends_of(limits: list[Limit], *, fresh: bool = False) -> dict[int, float]:
     """Each budget's spend (by pk): cached ones from the cache, the rest in one query that
     reads the period's requests once (a FILTERed sum per budget)."""
     now = time.monotonic()
@@ -205,7 +182,7 @@ def first_spent(user_id: int | None, repository_id: int, *, fresh: bool = False)
     limits = limits_for(user_id, repository_id, fresh=fresh)
     if not limits:
         return None
-    spends = _spends(limits, fresh=fresh)
+    spends = spends_of(limits, fresh=fresh)
     for limit in limits:
         if spends[limit.pk] >= limit.limit_usd:
             return Spent(limit, spends[limit.pk])
