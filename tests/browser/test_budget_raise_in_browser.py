@@ -51,6 +51,9 @@ def test_an_admin_raises_a_budget_in_the_browser_and_the_paused_turn_goes_on(
     row = admin.locator(f"#budget-{budget.pk}")
     expect(row).to_contain_text("spent: turns pause")
     screenshot(admin, "budgets-spent")
+    row.locator("input[name=limit_usd]").fill("lots")
+    row.get_by_role("button", name="Change").click()
+    expect(row.get_by_role("alert")).to_contain_text("must be a number of dollars")
     row.locator("input[name=limit_usd]").fill("5")
     row.get_by_role("button", name="Change").click()
     expect(admin.locator(f"#budget-{budget.pk} .budget-left-usd")).to_have_text("$3.80")
@@ -79,3 +82,16 @@ def test_the_budget_and_model_pages_fit_a_phone(login, team, url):
     screenshot(page, "gateway" + url.replace("/", "-").rstrip("-") + "-phone")
     assert errors == []
     assert page.evaluate("document.documentElement.scrollWidth") <= 390
+
+
+def test_a_bad_model_name_is_shown_in_the_form_and_a_good_list_is_saved(login, team):
+    page = login(team.admin)
+    page.goto("/repositories/widgets/models/")
+    page.fill("#models-text", "claude-sonnet-*\nbad name!")
+    page.get_by_role("button", name="Save list").click()
+    expect(page.locator("#models-error")).to_contain_text("'name!' is not a model name")
+    page.fill("#models-text", "claude-sonnet-*\ngpt-4.1")
+    page.get_by_role("button", name="Save list").click()
+    expect(page.get_by_role("status")).to_contain_text("Saved")
+    team.repository.refresh_from_db()
+    assert team.repository.allowed_models == ["claude-sonnet-*", "gpt-4.1"]
