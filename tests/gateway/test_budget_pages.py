@@ -159,3 +159,12 @@ def test_the_command_line_shows_and_sets_allowed_models(team, capsys):
     call_command("inspect", "models", "widgets", "--any")
     team.repository.refresh_from_db()
     assert team.repository.allowed_models == []
+
+
+def test_the_snapshots_page_links_each_repository_to_its_models(client, team):
+    team.repository.allowed_models = ["gpt-4.1", "claude-*"]
+    team.repository.save()
+    client.force_login(team.engineer)
+    page = client.get("/snapshots/").content.decode()
+    assert "Models its agents may use: gpt-4.1, claude-*" in page
+    assert 'href="/repositories/widgets/models/"' in page
