@@ -230,6 +230,9 @@ def describe(event: dict, term: Terminal, base_url: str = "") -> str | None:
         return f"{seq} {term.paint('changed', 'diff')} {p.get('path')} {counts}"
     if kind == "error":
         return f"{seq} {term.paint('error:', 'error')} {p.get('message', '')}"
+    if kind in {"budget_paused", "budget_resumed"}:  # the message names the budget and the page
+        paint = "error" if kind == "budget_paused" else "status"
+        return f"{seq} {term.paint(kind.replace('_', ' ') + ':', paint)} {p.get('message', '')}"
     if kind in {"output", "agent_message", "reasoning"}:
         return f"{seq} {p.get('text', p.get('line', ''))}"
     if kind == "screenshot":

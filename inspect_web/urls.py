@@ -15,6 +15,8 @@ urlpatterns = [
     path("snapshots/", include("snapshots.urls")),
     path("approvals/", include("sessions.approval_urls")),  # approval and audit pages
     path("automations/", include("automations.urls")),
+    path("budgets/", include("gateway.urls")),  # model budgets (site admins)
+    path("repositories/", include("gateway.policy_urls")),  # allowed models per repository
     path("api/", include("api.urls")),
     path("slack/", include("integrations.urls")),
     path("webhooks/github/", github_views.webhook, name="github-webhook"),

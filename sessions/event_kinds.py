@@ -180,6 +180,32 @@ class EgressRefused(TypedDict, total=False):
     turn: int
 
 
+class BudgetPaused(TypedDict):
+    """A model request found a budget spent: the turn waits until an admin raises it
+    (gateway.budgets), at most `wait_s` seconds."""
+
+    budget: str  # "the daily budget of user ada"
+    scope: str  # user, repository, site
+    period: str  # day, month
+    spent_usd: float
+    limit_usd: float
+    left_usd: float
+    wait_s: int
+    raise_at: str  # the page where an admin raises it
+    message: str
+    turn: int
+
+
+class BudgetResumed(TypedDict):
+    """The budget that paused the turn was raised or removed; its model requests go on."""
+
+    budget: str
+    limit_usd: float | None  # None: the budget was removed
+    waited_s: float
+    message: str
+    turn: int
+
+
 # -- what an agent runtime writes (sessions.agents.base.EVENT_KIND) -----------------------------
 
 
@@ -291,6 +317,8 @@ EVENT_KINDS: tuple[EventKind, ...] = (
     EventKind("screenshot", Screenshot, closed=False),
     EventKind("approval", Approval, closed=False),  # the gate adds what the decision carries
     EventKind("egress_refused", EgressRefused, closed=False),  # the sandbox's refusal record
+    EventKind("budget_paused", BudgetPaused, closed=True),
+    EventKind("budget_resumed", BudgetResumed, closed=True),
     EventKind("agent_message", Text, closed=False),
     EventKind("reasoning", Text, closed=False),
     EventKind("output", Output, closed=False),

@@ -46,3 +46,13 @@ def test_each_metered_model_request_is_a_line_and_a_refusal_says_why():
         "403 refused_policy: gpt-5 is not allowed in widgets"
     )
     assert "unpriced" in line("model_request", {**usage, "cost_usd": None})
+
+
+def test_a_budget_pause_and_its_end_say_which_budget_and_where_to_raise_it():
+    message = "Paused: the daily budget of user ada is spent. An admin can raise it at /budgets/"
+    paused = line("budget_paused", {"message": message})
+    assert "budget paused: Paused: the daily budget of user ada" in paused and "/budgets/" in paused
+    resumed = line(
+        "budget_resumed", {"message": "Resumed: the daily budget of user ada was raised"}
+    )
+    assert resumed.endswith("budget resumed: Resumed: the daily budget of user ada was raised")

@@ -192,6 +192,10 @@ def anthropic_body(**extra: Any) -> dict[str, Any]:
     }
 
 
+from tests.gateway.budget_fixtures import (  # noqa: E402, F401 - budgets: admit, pages, CLI
+    admin_is_site_admin,
+    turn,
+)
 from tests.gateway.metering_fixtures import (  # noqa: E402, F401 - metering: record, replay, retention
     access,
     agent_request,

@@ -17,6 +17,7 @@ from api.tokens import token_create
 from approvals import audit
 from automations.services import automation_create
 from gateway.metering import Exchange, record
+from gateway.models import Budget
 from sessions import model_access
 from sessions.events import append_events
 from sessions.models import Attachment, Event, PullRequest
@@ -41,6 +42,8 @@ FILL = {
     "automations/": "automation",
     "account/tokens/": "token",
     "metrics/review-time/": "pull_request",
+    "budgets/": "budget",  # site admins only: 404 for anyone else
+    "repositories/": "repository",
 }
 # A parameter that is not the object's id, by name: (for the object, for one that does not exist),
 # given the objects and which of them the route takes.
@@ -136,6 +139,7 @@ def objects(team, agent_session, agent_request):
         "snapshot": snapshot,
         "entry": entry,
         "repository": team.repository,
+        "budget": Budget.objects.create(scope="site", period="day", limit_usd=5),
         "automation": automation_create(
             repository=team.repository, creator=team.engineer, name="nightly", prompt="tidy",
             cron="0 3 * * *",
