@@ -6,7 +6,7 @@ UV_VERSION := 0.13.9
 export INSPECT_DATA_DIR ?= $(CURDIR)/var
 
 .PHONY: run test lint format vulture system-packages clean bench-sandbox bench-stream bench-page \
-	bench-metrics
+	bench-metrics bench-gateway
 
 $(BIN)/python:
 	$(PYTHON) -m venv $(VENV)
@@ -66,3 +66,6 @@ bench-page: $(VENV)/.installed
 
 bench-metrics: $(VENV)/.installed
 	$(BIN)/python bench/metrics.py
+
+bench-gateway: $(VENV)/.installed
+	$(BIN)/python bench/gateway.py

@@ -119,6 +119,10 @@ input  # variable (sessions/event_kinds.py:120)
 duration_ms  # variable (sessions/event_kinds.py:144)
 output_head  # variable (sessions/event_kinds.py:147)
 output_tail  # variable (sessions/event_kinds.py:148)
+left_usd  # variable (sessions/event_kinds.py:192)
+raise_at  # variable (sessions/event_kinds.py:194)
+waited_s  # variable (sessions/event_kinds.py:204)
+share  # variable (metrics/spend.py:36): templates/metrics/_spend.html reads it
 
 # URL configuration read by Django (urlpatterns, app_name).
 urlpatterns  # variable (api/account_urls.py:5)

@@ -20,7 +20,8 @@ import contextvars
 import hashlib
 import hmac
 import json
-from collections.abc import Iterator
+import logging
+from collections.abc import Callable, Iterator
 from contextlib import contextmanager
 from dataclasses import dataclass, field
 from datetime import UTC
@@ -35,6 +36,8 @@ from accounts import access
 from approvals.audit_sink import read_heads, sink_path, sink_target, write_head
 from approvals.models import AuditEntry, AuditHead
 from inspect_web.text import shorten
+
+log = logging.getLogger(__name__)
 
 MAX_DATA_STRING = 4000  # a long command or output is kept as head and tail
 _actor: contextvars.ContextVar[Any] = contextvars.ContextVar("audit_actor", default=None)
@@ -163,9 +166,33 @@ class Verification:
         return not self.problems
 
 
+Verifier = Callable[[Verification], None]
+_verifiers: dict[str, Verifier] = {}
+
+
+def register_verifier(name: str, verifier: Verifier) -> None:
+    """Have `verify` also run `verifier`, which checks that records kept outside the audit log
+    match the entries that audit them (an upper layer's own rows: the gateway's model
+    requests), adding a Problem to the report for each that does not. Registered by the
+    owner's AppConfig.ready(); registering a name again replaces it."""
+    _verifiers[name] = verifier
+
+
+def _run_verifiers(report: Verification) -> None:
+    for name, verifier in _verifiers.items():
+        try:
+            verifier(report)
+        except Exception as exc:  # a broken check is reported, never taken as a pass
+            log.exception("audit verifier %s failed", name)
+            report.problems.append(
+                Problem(None, None, f"the {name} check could not run: {type(exc).__name__}: {exc}")
+            )
+
+
 def verify(*, batch: int = 2000) -> Verification:
-    """Check every entry's HMAC and link, the chain against the sink outside the database, and
-    (PostgreSQL) the append-only triggers. Never raises for what it finds; reports it."""
+    """Check every entry's HMAC and link, the chain against the sink outside the database,
+    (PostgreSQL) the append-only triggers, and what the registered verifiers check (records
+    of upper layers against their entries). Never raises for what it finds; reports it."""
     report = Verification()
     path = sink_path()
     sink = read_heads(path) if path is not None else None
@@ -185,6 +212,7 @@ def verify(*, batch: int = 2000) -> Verification:
     else:
         _compare_with_sink(report, sink, last_seq, chain_broken)
     report.problems.extend(_trigger_problems())
+    _run_verifiers(report)
     resealed = AuditEntry.objects.filter(action="audit.resealed").order_by("seq").first()
     if resealed is not None:
         report.notes.append(

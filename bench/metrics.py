@@ -14,7 +14,8 @@ SQLite; the given Redis, else an embedded one.
 2. Times the Metrics page through daphne (first byte, logged-in manager of every repository):
    the default view (overall, last 90 days, per week), the whole 180 days per day, one
    repository, and, as baselines, the same default view over the tenth-size data set and
-   /healthz (the server's floor).
+   /healthz (the server's floor); and the page's model-spend fragment (/metrics/spend/, this
+   month's seeded model requests by user, repository, runtime and model).
 3. Counts SQL queries in-process (CaptureQueriesContext) for the page on the full and the
    tenth-size data set: the count must not change.
 4. Baseline: the same headline figures computed in Python over the fetched rows (what the page
@@ -165,6 +166,7 @@ def main() -> None:
             "overall_180d_day": "/metrics/?period=day&start=" + _days_ago(179),
             "one_repository": "/metrics/?repository=bench-repo-0",
             "csv": "/metrics/?format=csv",
+            "spend": "/metrics/spend/",
         }
         report["queries"] = {
             "full_overall": count_queries(big_client, views["overall"]),
@@ -184,6 +186,7 @@ def main() -> None:
                 ),
                 "one_repository": series(port, views["one_repository"], big_cookie, args.requests),
                 "csv": series(port, views["csv"], big_cookie, args.requests),
+                "spend": series(port, views["spend"], big_cookie, args.requests),
                 "tenth_overall": series(port, views["overall"], small_cookie, args.requests),
                 "healthz": series(port, "/healthz", big_cookie, args.requests),
             }
@@ -233,6 +236,7 @@ def print_table(report: dict, args) -> None:
         "overall_180d_day": "Metrics, overall, 180 days per day",
         "one_repository": "Metrics, one repository (the busiest), default",
         "csv": "Metrics CSV, overall, default",
+        "spend": "Model spend this month (the page's fragment), overall",
         "tenth_overall": "Metrics, overall, default, 1/10 data (baseline)",
         "healthz": "/healthz (server floor)",
     }

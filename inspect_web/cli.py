@@ -230,6 +230,9 @@ def describe(event: dict, term: Terminal, base_url: str = "") -> str | None:
         return f"{seq} {term.paint('changed', 'diff')} {p.get('path')} {counts}"
     if kind == "error":
         return f"{seq} {term.paint('error:', 'error')} {p.get('message', '')}"
+    if kind in {"budget_paused", "budget_resumed"}:  # the message names the budget and the page
+        paint = "error" if kind == "budget_paused" else "status"
+        return f"{seq} {term.paint(kind.replace('_', ' ') + ':', paint)} {p.get('message', '')}"
     if kind in {"output", "agent_message", "reasoning"}:
         return f"{seq} {p.get('text', p.get('line', ''))}"
     if kind == "screenshot":
@@ -240,6 +243,17 @@ def describe(event: dict, term: Terminal, base_url: str = "") -> str | None:
     if kind == "terminal":
         typed = term.paint(f"{p.get('user')} typed:", "dim")
         return f"{seq} {typed} {p.get('input', '')}"
+    if kind == "model_request":
+        cost = p.get("cost_usd")
+        text = (
+            f"model {p.get('model') or '?'}: {p.get('input_tokens', 0)} in / "
+            f"{p.get('output_tokens', 0)} out, "
+            f"{'unpriced' if cost is None else f'${cost:.4f}'}, {p.get('latency_ms', 0):.0f} ms"
+        )
+        if p.get("outcome", "ok") != "ok":
+            failed = f"{p.get('status')} {p.get('outcome')}: {p.get('message', '')}"
+            return f"{seq} {term.paint(text, 'dim')} {term.paint(failed, 'error')}"
+        return f"{seq} {term.paint(text, 'dim')}"
     if kind in {"tool_call", "tool_result", "approval", "file_edit"}:
         summary = p.get("name") or p.get("action") or p.get("path") or ""
         return f"{seq} {term.paint(kind.replace('_', ' '), 'dim')} {summary}"

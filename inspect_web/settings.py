@@ -292,6 +292,11 @@ CELERY_BEAT_SCHEDULE = {
         "schedule": 30.0,
         "options": {"expires": 25},
     },
+    "delete-expired-model-bodies": {
+        "task": "gateway.tasks.delete_expired_model_bodies",
+        "schedule": 3600.0,
+        "options": {"expires": 3500},
+    },
 }
 
 # The REST API (api/): token or browser-session auth, JSON only, one error shape, OpenAPI 3.0.

@@ -1,8 +1,9 @@
 """`make run`: bring the whole system up on one machine and keep it up until Ctrl-C.
 
-Preflight (settings, database, Redis, the port), migrate, static files, the first admin, then
-daphne + a Celery worker + Celery beat as children, while the pinned agent CLIs are installed
-in the background (each step logged; a clear line when node or npm is missing). Ctrl-C (or
+Preflight (settings, database, Redis, the ports), migrate, static files, the first admin, then
+daphne + the model gateway + a Celery worker + Celery beat as children, while the pinned agent
+CLIs are installed in the background (each step logged; a clear line when node or npm is
+missing). Ctrl-C (or
 SIGTERM) stops every child; the children also die with the supervisor if it is killed outright
 (PR_SET_PDEATHSIG), so nothing is left orphaned.
 """
@@ -50,15 +51,15 @@ def _die_with_parent() -> None:
     ctypes.CDLL("libc.so.6", use_errno=True).prctl(PR_SET_PDEATHSIG, signal.SIGTERM)
 
 
-def _check_port_free(host: str, port: int) -> None:
+def _check_port_free(host: str, port: int, variable: str = "INSPECT_PORT") -> None:
     with socket.socket(socket.AF_INET6 if ":" in host else socket.AF_INET) as probe:
         probe.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
         try:
             probe.bind((host, port))
         except OSError as exc:
             raise StartupError(
-                f"INSPECT_PORT: port {port} on {host} is already in use ({exc.strerror}); "
-                "stop what is using it or set INSPECT_PORT to another port"
+                f"{variable}: port {port} on {host} is already in use ({exc.strerror}); "
+                f"stop what is using it or set {variable} to another port"
             ) from None
 
 
@@ -109,7 +110,9 @@ def install_agent_clis(echo=None) -> list[str]:
         return [str(exc)]
 
 
-def _wait_healthy(url: str, children: dict[str, subprocess.Popen], timeout: float = 60) -> None:
+def _wait_healthy(
+    url: str, children: dict[str, subprocess.Popen], timeout: float = 60, what: str = "web server"
+) -> None:
     deadline = time.monotonic() + timeout
     while time.monotonic() < deadline:
         for name, child in children.items():
@@ -122,7 +125,7 @@ def _wait_healthy(url: str, children: dict[str, subprocess.Popen], timeout: floa
         except OSError:
             pass
         time.sleep(0.2)
-    raise StartupError(f"the web server did not answer at {url} within {timeout:.0f} s")
+    raise StartupError(f"the {what} did not answer at {url} within {timeout:.0f} s")
 
 
 def _stop(children: dict[str, subprocess.Popen], grace: float = 10.0) -> None:
@@ -158,6 +161,7 @@ def run() -> int:
         workers = env_int("INSPECT_WORKER_CONCURRENCY", 2, minimum=1)
         django.setup()
         _check_port_free(host, port)
+        _check_port_free(settings.GATEWAY_HOST, settings.GATEWAY_PORT, "INSPECT_GATEWAY_PORT")
         child_options = {"start_new_session": True, "preexec_fn": _die_with_parent}
         if settings.EMBEDDED_REDIS:
             try:
@@ -182,6 +186,8 @@ def run() -> int:
         python = sys.executable
         commands = {
             "daphne": daphne_command(python, host, port),
+            # Its own process: model streams never share the web server's event loop.
+            "gateway": [python, "-m", "gateway.server"],
             "worker": [python, "-m", "celery", "-A", "inspect_web", "worker", "-l", "info",
                        "--concurrency", str(workers), "-n", f"worker-{os.getpid()}@%h"],
             "beat": [python, "-m", "celery", "-A", "inspect_web", "beat", "-l", "info",
@@ -189,6 +195,13 @@ def run() -> int:
         }  # fmt: skip
         for name, command in commands.items():
             children[name] = subprocess.Popen(command, cwd=settings.BASE_DIR, **child_options)
+        gateway_host = settings.GATEWAY_HOST
+        gateway_url = (
+            f"http://{'[' + gateway_host + ']' if ':' in gateway_host else gateway_host}"
+            f":{settings.GATEWAY_PORT}/"
+        )
+        _wait_healthy(gateway_url, children, what="model gateway")
+        print(f"Model gateway: {gateway_url.rstrip('/')} and {settings.GATEWAY_SOCKET}", flush=True)
         url = f"http://{'[' + host + ']' if ':' in host else host}:{port}/"
         _wait_healthy(url, children)
         print(f"Inspect Web is up at {url}  (Ctrl-C stops it)", flush=True)

@@ -11,9 +11,12 @@ urlpatterns = [
     path("healthz", health.healthz, name="healthz"),
     path("sessions/", include("sessions.urls")),
     path("sessions/", include("sessions.sandbox_urls")),  # screenshots, live preview
+    path("sessions/", include("gateway.replay_urls")),  # a session's model requests
     path("snapshots/", include("snapshots.urls")),
     path("approvals/", include("sessions.approval_urls")),  # approval and audit pages
     path("automations/", include("automations.urls")),
+    path("budgets/", include("gateway.urls")),  # model budgets (site admins)
+    path("repositories/", include("gateway.policy_urls")),  # allowed models per repository
     path("api/", include("api.urls")),
     path("slack/", include("integrations.urls")),
     path("webhooks/github/", github_views.webhook, name="github-webhook"),

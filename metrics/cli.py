@@ -48,7 +48,8 @@ def metrics_seed(command: BaseCommand, options: dict[str, Any]) -> int:
     else:
         command.stdout.write(
             f"seeded {result['sessions']:,} sessions, {result['events']:,} events, "
-            f"{result['prs']:,} pull requests, {result['reviews']:,} review events in "
+            f"{result['prs']:,} pull requests, {result['reviews']:,} review events, "
+            f"{result['model_requests']:,} model requests in "
             f"{result['repositories']} repositories for {result['users']} users "
             f"({result['seconds']} s)"
         )

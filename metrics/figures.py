@@ -11,6 +11,8 @@ from dataclasses import dataclass, field
 from datetime import date
 from typing import Literal
 
+from django.conf import settings
+
 from snapshots.models import Repository
 
 Period = Literal["day", "week"]
@@ -95,8 +97,19 @@ class Figures:
         return self.sandbox_s / 60
 
     @property
+    def sandbox_cost_usd(self) -> float:
+        """Sandbox time at INSPECT_SANDBOX_USD_PER_MINUTE."""
+        return self.sandbox_minutes * settings.SANDBOX_USD_PER_MINUTE
+
+    @property
+    def total_cost_usd(self) -> float:
+        """Every model request of the sessions (all runtimes, through the gateway) and their
+        sandbox time."""
+        return self.cost_usd + self.sandbox_cost_usd
+
+    @property
     def cost_per_merged(self) -> float | None:
-        return _ratio(self.cost_usd, self.merged)
+        return _ratio(self.total_cost_usd, self.merged)
 
     @property
     def retries_per_session(self) -> float | None:

@@ -1,5 +1,5 @@
-"""The metrics data seeder: fill the database with realistic sessions, events, pull requests and
-reviews, fast.
+"""The metrics data seeder: fill the database with realistic sessions, events, pull requests,
+reviews and this month's model requests, fast.
 
 For the benchmark, for trying the Metrics page, and for the tests (`manage.py inspect metrics
 seed`, metrics/cli.py). Deterministic for a given `seed`; names start with `prefix`
@@ -23,6 +23,8 @@ from django.db import connection, transaction
 from django.utils import timezone
 
 from accounts.models import Membership, Role
+from gateway.budgets import period_start
+from gateway.models import ModelRequest
 from sessions.models import Event, Prompt, PullRequest, ReviewEvent, Session, State
 from snapshots.models import Repository
 
@@ -68,6 +70,7 @@ def seed_metrics_data(
         made = _sessions(rng, now, days, sessions, events, repos, weights, members)
         pr_count, review_count = _pull_requests(rng, now, made, prs, people)
         prompt_count = _prompts(rng, now, made, members)
+        request_count = _model_requests(rng, now, made)
     event_count = _events(rng, made)
     return {
         "repositories": len(repos),
@@ -77,6 +80,7 @@ def seed_metrics_data(
         "prs": pr_count,
         "reviews": review_count,
         "prompts": prompt_count,
+        "model_requests": request_count,
         "seconds": round(time.monotonic() - started, 1),
     }
 
@@ -226,6 +230,41 @@ def _prompts(rng, now, sessions, members) -> int:
     rows = [Prompt(session=s, author_id=s.creator_id, text=s.title, order=1, state="done",
                    created_at=s.created_at) for s in sessions]  # fmt: skip
     Prompt.objects.bulk_create(rows, batch_size=BATCH)
+    return len(rows)
+
+
+# Which runtime a seeded session ran, and the models it asked for.
+RUNTIME_MODELS = {
+    "claude_code": ["claude-sonnet-4-5", "claude-haiku-4-5"],
+    "codex": ["gpt-5-codex", "gpt-4.1"],
+    "opencode": ["claude-sonnet-4-5", "gpt-4.1"],
+    "builtin": ["claude-sonnet-4-5"],
+}
+
+
+def _model_requests(rng, now, sessions) -> int:
+    """The gateway's records of this month's sessions (the Metrics page's spend): each
+    session's cost split over a few requests, so the two add up."""
+    since = period_start("month", now)
+    rows = []
+    for session in sessions:
+        if session.created_at < since:
+            continue
+        runtime = rng.choices(list(RUNTIME_MODELS), [4, 3, 2, 1])[0]
+        parts = [rng.random() + 0.1 for _ in range(rng.randint(1, 4))]
+        for i, part in enumerate(parts):
+            usd = session.cost_usd * part / sum(parts)
+            rows.append(ModelRequest(
+                session=session, user_id=session.creator_id, repository_id=session.repository_id,
+                runtime=runtime, provider="openai" if runtime == "codex" else "anthropic",
+                endpoint="responses" if runtime == "codex" else "messages",
+                model=rng.choice(RUNTIME_MODELS[runtime]), stream=True, status=200,
+                outcome=ModelRequest.Outcome.OK, input_tokens=int(usd * 200_000),
+                output_tokens=int(usd * 20_000), cost_usd=round(usd, 6),
+                latency_ms=round(_lognormal(rng, 4000, 0.6), 1), request_sha256="0" * 64,
+                response_sha256="0" * 64, created_at=session.created_at + timedelta(seconds=20 * i),
+            ))  # fmt: skip
+    ModelRequest.objects.bulk_create(rows, batch_size=BATCH)
     return len(rows)
 
 

@@ -180,6 +180,32 @@ class EgressRefused(TypedDict, total=False):
     turn: int
 
 
+class BudgetPaused(TypedDict):
+    """A model request found a budget spent: the turn waits until an admin raises it
+    (gateway.budgets), at most `wait_s` seconds."""
+
+    budget: str  # "the daily budget of user ada"
+    scope: str  # user, repository, site
+    period: str  # day, month
+    spent_usd: float
+    limit_usd: float
+    left_usd: float
+    wait_s: int
+    raise_at: str  # the page where an admin raises it
+    message: str
+    turn: int
+
+
+class BudgetResumed(TypedDict):
+    """The budget that paused the turn was raised or removed; its model requests go on."""
+
+    budget: str
+    limit_usd: float | None  # None: the budget was removed
+    waited_s: float
+    message: str
+    turn: int
+
+
 # -- what an agent runtime writes (sessions.agents.base.EVENT_KIND) -----------------------------
 
 
@@ -227,6 +253,27 @@ class Usage(TypedDict, total=False):
     turn: int
 
 
+class ModelRequestMetered(TypedDict):
+    """One request the turn's runtime made through the model gateway, as metered there (the
+    session's cost counts these). `request` is the ModelRequest's id, which its replay page
+    (/sessions/<id>/model-requests/<request>/) takes."""
+
+    request: int
+    turn: int | None
+    runtime: str
+    provider: str
+    endpoint: str
+    model: str
+    status: int
+    outcome: str
+    input_tokens: int  # cached tokens included
+    output_tokens: int
+    cached_tokens: int
+    cost_usd: float | None  # None: the model is unpriced
+    latency_ms: float
+    message: str  # why it was refused or failed ("" when it went through)
+
+
 class Message(TypedDict, total=False):
     """error and notice: a sentence for the user (the agent's or the platform's)."""
 
@@ -264,11 +311,14 @@ EVENT_KINDS: tuple[EventKind, ...] = (
     EventKind("review", Review, closed=True),
     EventKind("prompt", Prompt, closed=True),
     EventKind("terminal", Terminal, closed=True),
+    EventKind("model_request", ModelRequestMetered, closed=True),
     EventKind("diff", Diff, closed=False),
     EventKind("command", Command, closed=False),
     EventKind("screenshot", Screenshot, closed=False),
     EventKind("approval", Approval, closed=False),  # the gate adds what the decision carries
     EventKind("egress_refused", EgressRefused, closed=False),  # the sandbox's refusal record
+    EventKind("budget_paused", BudgetPaused, closed=True),
+    EventKind("budget_resumed", BudgetResumed, closed=True),
     EventKind("agent_message", Text, closed=False),
     EventKind("reasoning", Text, closed=False),
     EventKind("output", Output, closed=False),

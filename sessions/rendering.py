@@ -67,9 +67,11 @@ PANELS_BY_KIND: dict[str, tuple[str, ...]] = {
     "screenshot": ("shots",),
     "approval": ("approvals",),
     "tool_result": ("children",),
+    "model_request": ("model_cost",),  # the gateway metered a request: the session's cost
 }
 PANELS = (
     "prompts", "pull_request", "timings", "verification", "approvals", "shots", "children", "diff",
+    "model_cost",
 )  # fmt: skip
 
 
@@ -86,6 +88,7 @@ def panel_context(session, names: Iterable[str] = PANELS) -> dict:
         "children": lambda: session.children.order_by("pk"),
         "pull_request": lambda: PullRequest.objects.filter(session=session).first(),
         "diff": lambda: latest_diff(session),
+        "model_cost": lambda: None,  # the session's own cost_usd
     }
     return {name: builders[name]() for name in names}
 

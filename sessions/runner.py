@@ -111,7 +111,6 @@ class TurnRunner:
         self.timings: dict[str, float] = {}
         self.sync_alongside = False
         self.verify_ok: bool | None = None
-        self.turn_cost_usd = 0.0
         self.drift_sync: DriftSync | None = None
         self.started = time.monotonic()
         # What the turn's file-change summary (audited at its end) is made of.
@@ -244,10 +243,11 @@ class TurnRunner:
         self.session.refresh_from_db(fields=["state"])
 
     def _totals(self, resumed: bool) -> dict:
-        """The session's running totals after this turn (what the metrics aggregate)."""
+        """The session's running totals after this turn (what the metrics aggregate). Not its
+        model cost: the gateway adds each request's cost as it is metered (gateway.metering),
+        whichever runtime made it; a runtime's own report stays in its `usage` events."""
         session = self.session
         totals = {
-            "cost_usd": session.cost_usd + self.turn_cost_usd,
             "sandbox_seconds": session.sandbox_seconds + self.timings["turn_ms"] / 1000,
             "retries": session.retries + (1 if resumed else 0),
             "verify_ok": self.verify_ok,
@@ -458,8 +458,6 @@ class TurnRunner:
                     sync = self.drift_sync
                     if sync is not None and sync.done.is_set() and not sync.error:
                         self._finish_sync(sync, writer)
-                    if event.kind == "usage":
-                        self.turn_cost_usd = event.data.get("turn_cost_usd") or 0.0
                     if event.kind == "done":
                         if process is not None and "exit_code" in event.data:
                             turn_audit.record_agent_process(

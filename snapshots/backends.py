@@ -38,6 +38,8 @@ def _build(name: str) -> SandboxBackend:
             egress_hosts=egress.hosts,
             disk_bytes=settings.SANDBOX_DISK_BYTES,
             tools_dir=settings.AGENT_CLIS_DIR,
+            # Every sandbox reaches the model gateway at 127.0.0.1:GATEWAY_PORT through it.
+            gateway_socket=settings.GATEWAY_SOCKET,
         )
     if name == "modal":
         if not (settings.MODAL_TOKEN_ID and settings.MODAL_TOKEN_SECRET):
@@ -53,5 +55,7 @@ def _build(name: str) -> SandboxBackend:
             app_name=settings.MODAL_APP_NAME,
             # The same pinned CLIs at the same path.
             agent_commands=agent_installs.modal_image_commands(),
+            # No door into this machine from Modal: its sandboxes reach the gateway's URL.
+            gateway_url=settings.GATEWAY_PUBLIC_URL,
         )
     raise BackendUnavailable(f"unknown sandbox backend {name!r}; use 'local' or 'modal'")

@@ -3,6 +3,10 @@
 Prices are USD per million tokens (input, output), from the providers' public price pages; a
 deployment adds or corrects entries with INSPECT_LLM_PRICES (parsed by inspect_web/pricing.py).
 A model missing from the table reports its tokens and `cost_usd: null`, never a guess.
+
+Cached input tokens (a prompt-cache hit) are part of the input tokens and cost a fraction of the
+input price: the provider's published discount where the table knows it, else the full price (an
+unknown discount is never assumed, so spend is not under-counted).
 """
 
 from __future__ import annotations
@@ -32,10 +36,36 @@ PRICES: dict[str, tuple[float, float]] = {
 }
 
 
+# The share of the input price a cached input token costs, by model-name prefix as in PRICES
+# (Anthropic: cache reads at 10%; OpenAI: 10% to 50% by model family).
+CACHED_INPUT_SHARE: dict[str, float] = {
+    "claude": 0.1,
+    "gpt-5": 0.1,
+    "gpt-4.1": 0.25,
+    "gpt-4o": 0.5,
+    "o3": 0.25,
+    "o3-mini": 0.5,
+    "o4-mini": 0.25,
+}
+
+
+def _bare(model: str) -> str:
+    return model.lower().rsplit("/", 1)[-1]  # "openai/gpt-4.1" via a gateway
+
+
+def cached_input_share(model: str) -> float:
+    """What a cached input token costs as a share of an input token (1.0 when unknown)."""
+    name = _bare(model)
+    for key in sorted(CACHED_INPUT_SHARE, key=len, reverse=True):
+        if name == key or name.startswith(key + "-"):
+            return CACHED_INPUT_SHARE[key]
+    return 1.0
+
+
 def price_of(model: str, extra: Mapping[str, tuple[float, float]] | None = None):
     """(input, output) USD per million tokens for `model`, or None if unknown."""
     table = {**PRICES, **(extra or {})}
-    name = model.lower().rsplit("/", 1)[-1]  # "openai/gpt-4.1" via a gateway
+    name = _bare(model)
     for key in sorted(table, key=len, reverse=True):
         if name == key.lower() or name.startswith(key.lower() + "-"):
             return table[key]
@@ -47,12 +77,17 @@ def cost_usd(
     input_tokens: int,
     output_tokens: int,
     extra: Mapping[str, tuple[float, float]] | None = None,
+    *,
+    cached_tokens: int = 0,
 ) -> float | None:
-    """The cost of one call in USD, rounded to a millionth of a dollar; None if unpriced."""
+    """The cost of one call in USD, rounded to a millionth of a dollar; None if unpriced.
+    `cached_tokens` are the part of `input_tokens` read from the provider's prompt cache."""
     price = price_of(model, extra)
     if price is None:
         return None
-    return round((input_tokens * price[0] + output_tokens * price[1]) / 1_000_000, 6)
+    cached = min(max(cached_tokens, 0), input_tokens)
+    given = (input_tokens - cached) * price[0] + cached * price[0] * cached_input_share(model)
+    return round((given + output_tokens * price[1]) / 1_000_000, 6)
 
 
 def usd(amount: float) -> str:

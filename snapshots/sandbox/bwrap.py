@@ -25,6 +25,7 @@ from typing import Any
 from snapshots.sandbox import protocol, seccomp
 from snapshots.sandbox.base import AGENT_TOOLS_MOUNT, WORKSPACE, NetworkPolicy, SandboxError
 from snapshots.sandbox.cgroups import Cgroups
+from snapshots.sandbox.gateway_door import GATEWAY_MOUNT
 from snapshots.sandbox.launch import (
     ETC_FILES,
     INIT_BOOT,
@@ -96,6 +97,7 @@ def bwrap_argv(
         *_private_dir_args(state),
         "--dir",
         "/run/inspect",
+        *(["--ro-bind", state["gateway_dir"], GATEWAY_MOUNT] if state.get("gateway_dir") else []),
         *_tools_args(host),
         "--bind",
         state["workspace"],

@@ -50,6 +50,11 @@ from snapshots.sandbox.base import (
 )
 from snapshots.sandbox.cgroups import Cgroups
 from snapshots.sandbox.cgroups import unavailable_reason as cgroups_unavailable
+from snapshots.sandbox.gateway_door import (
+    close_gateway_door,
+    gateway_door_doctor,
+    open_gateway_door,
+)
 from snapshots.sandbox.launch import SANDBOX_PYTHON, proc_starttime, proc_state, write_etc
 from snapshots.sandbox.local_sandbox import LocalSandbox
 from snapshots.sandbox.overlay import (
@@ -90,6 +95,8 @@ class LocalBackend(SandboxBackend):
     ``init_uid``: the host uid of the sandbox's command server (uid 0 of its user namespace;
     default ``sandbox_uid + INIT_UID_OFFSET``): not the workload's, so commands cannot signal,
     trace or read it.
+    ``gateway_socket``: the model gateway's unix socket; every sandbox reaches it at
+    ``127.0.0.1:GATEWAY_PORT`` through its door (``gateway_door.py``). None: no door.
     """
 
     def __init__(
@@ -108,6 +115,7 @@ class LocalBackend(SandboxBackend):
         nat_gid: int | None = None,
         init_uid: int | None = None,
         tools_dir: Path | str | None = None,
+        gateway_socket: Path | str | None = None,
     ) -> None:
         if runtime not in ("bwrap", "runsc"):
             raise ValueError(f"unknown runtime {runtime!r} (expected 'bwrap' or 'runsc')")
@@ -120,6 +128,7 @@ class LocalBackend(SandboxBackend):
             raise ValueError("init_uid must differ from sandbox_uid (the workload's uid)")
         self.egress_hosts = dict(egress_hosts or {})
         self.tools_dir = Path(tools_dir).absolute() if tools_dir else None
+        self.gateway_socket = Path(gateway_socket).absolute() if gateway_socket else None
         self.disk_bytes = disk_bytes
         self.quota_problem = quota.problem()
         self.egress_exceptions = tuple(egress_exceptions)
@@ -412,6 +421,8 @@ class LocalBackend(SandboxBackend):
         if limits.pids and (self.cgroup_problem is not None or self.runtime == "runsc"):
             rl["RLIMIT_NPROC"] = limits.pids
         config["rlimits"] = rl
+        if self.gateway_socket is not None:
+            open_gateway_door(self.gateway_socket, self.mount_base, state, config)
         run_dir = self.mount_base / f"{state['id']}.run"
         if network.mode != "none" and not self._firewall_loaded:
             egress_setup.load_deny_list(
@@ -478,6 +489,7 @@ class LocalBackend(SandboxBackend):
                         proc.kill()
                 with contextlib.suppress(subprocess.TimeoutExpired):
                     proc.wait(timeout=2)
+        close_gateway_door(self.mount_base, sandbox_id)
         merged = self.mount_base / sandbox_id
         if is_mounted(merged):
             umount(merged)
@@ -545,6 +557,7 @@ class LocalBackend(SandboxBackend):
             else f"egress open: slirp4netns NAT, deny list in nftables table "
             f"inspect_egress_{self.nat_gid} ({len(self.egress_exceptions)} operator exceptions)"
         )
+        lines.append(gateway_door_doctor(self.gateway_socket))
         lines.append(f"sandbox uid: {self.uid} (commands), {self.init_uid} (command server)")
         abi = seccomp.landlock_abi()
         lines.append(

@@ -18,7 +18,9 @@ How protocol features map to Modal (SDK 1.6)
 * snapshot ref = the object id (``im-...``) of the image ``Sandbox.snapshot_filesystem(ttl=None)``
   returns; restore = ``Image.from_id``; delete = ``modal.experimental.image_delete``.
 * egress: ``none`` = ``block_network=True``; ``allowlist`` = ``outbound_domain_allowlist``;
-  ``open`` = neither (see :func:`egress_arguments`).
+  ``open`` = neither (see :func:`egress_arguments`). With a ``gateway_url`` (the model gateway's
+  public URL), ``none`` and ``allowlist`` also allow the gateway's host and nothing more, since
+  Modal sandboxes have no door into this machine.
 * exec = ``Sandbox.exec(text=True, bufsize=1)`` with stdout and stderr read by two threads. Modal
   has no call to kill an exec, so every command runs under a small ``sh`` wrapper that starts it in
   a new session and writes the session id to a file; ``kill()`` signals that process group.
@@ -32,11 +34,13 @@ How protocol features map to Modal (SDK 1.6)
 from __future__ import annotations
 
 import contextlib
+import ipaddress
 import math
 import os
 import re
 from collections.abc import Mapping, Sequence
 from typing import Any
+from urllib.parse import urlsplit
 
 from snapshots.sandbox.base import (
     AGENT_TOOLS_MOUNT,
@@ -88,12 +92,13 @@ def modal_configured(environ: Mapping[str, str] | None = None) -> bool:
     return modal_unconfigured_reason(environ) is None
 
 
-def egress_arguments(policy: NetworkPolicy) -> dict[str, Any]:
+def egress_arguments(policy: NetworkPolicy, gateway_url: str = "") -> dict[str, Any]:
     """``Sandbox.create`` keyword arguments enforcing ``policy`` outside the sandbox.
 
     Modal refuses ``block_network`` together with an allowlist, so exactly one is set. The
     protocol lets ``example.com`` cover its subdomains; Modal matches names exactly unless they
-    start with ``*.``, so each domain is sent both ways.
+    start with ``*.``, so each domain is sent both ways. ``gateway_url``'s host is added as it is
+    (that name only, or that address only), so ``none`` still reaches the model gateway.
     """
     if policy.mode == "open":
         return {}
@@ -104,11 +109,24 @@ def egress_arguments(policy: NetworkPolicy) -> dict[str, Any]:
             for name in (dom, f"*.{dom}"):
                 if dom and name not in domains:
                     domains.append(name)
-    if not domains:
+    cidrs: list[str] = []
+    gateway_host = (urlsplit(gateway_url).hostname or "").rstrip(".") if gateway_url else ""
+    if gateway_host:
+        try:
+            cidrs.append(str(ipaddress.ip_network(gateway_host)))
+        except ValueError:
+            if gateway_host not in domains:
+                domains.append(gateway_host)
+    if not domains and not cidrs:
         # An empty allowlist means "nothing": say so with block_network rather than rely on how
         # Modal reads an empty list.
         return {"block_network": True}
-    return {"outbound_domain_allowlist": domains}
+    args: dict[str, Any] = {}
+    if domains:
+        args["outbound_domain_allowlist"] = domains
+    if cidrs:
+        args["outbound_cidr_allowlist"] = cidrs
+    return args
 
 
 def resource_arguments(limits: Limits) -> dict[str, Any]:
@@ -140,6 +158,7 @@ class ModalBackend(SandboxBackend):
         idle_timeout: int | None = None,
         snapshot_timeout: int = 300,
         sdk: ModalSDK | None = None,
+        gateway_url: str = "",
     ) -> None:
         self.sdk = sdk or ModalSDK(
             token_id=token_id,
@@ -150,6 +169,8 @@ class ModalBackend(SandboxBackend):
         )
         self.idle_timeout = idle_timeout
         self.snapshot_timeout = snapshot_timeout
+        # The model gateway's public URL: its host is let through whatever the egress.
+        self.gateway_url = gateway_url
 
     @classmethod
     def from_env(cls, environ: Mapping[str, str] | None = None, **options: Any) -> ModalBackend:
@@ -214,7 +235,7 @@ class ModalBackend(SandboxBackend):
             "workdir": WORKSPACE,
             "tags": tags,
             **resource_arguments(limits),
-            **egress_arguments(network),
+            **egress_arguments(network, self.gateway_url),
         }
         # No secrets: sandboxes hold no standing credentials; env is exactly what was passed.
         if env:
@@ -277,6 +298,10 @@ class ModalBackend(SandboxBackend):
             f"modal: app {self.sdk.app_name!r}; snapshots are filesystem images kept until deleted",
             "modal: egress none/allowlist/open enforced by Modal (block_network, "
             "outbound_domain_allowlist)",
+            f"modal: model gateway at {self.gateway_url}, its host allowed whatever the egress"
+            if self.gateway_url
+            else "modal: NO model gateway URL (INSPECT_GATEWAY_PUBLIC_URL): agents in Modal "
+            "sandboxes cannot call a model",
             "modal: Limits.pids is not enforced (Modal has no process limit); lifetime is capped "
             f"at {MODAL_MAX_LIFETIME_S // 3600} h",
             "modal: sandbox images need /bin/sh, setsid -w, realpath -m and stty (Debian has them)",

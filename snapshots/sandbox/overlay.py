@@ -55,11 +55,17 @@ def _mount(source: str, target: str, fstype: str, options: str, cwd: Path | None
             os.chdir(old)
 
 
-def bind_mount(source: Path, target: Path) -> None:
-    MS_BIND = 4096  # noqa: N806
+def bind_mount(source: Path, target: Path, *, read_only: bool = False) -> None:
+    MS_RDONLY, MS_REMOUNT, MS_BIND = 1, 32, 4096  # noqa: N806
     if _libc.mount(str(source).encode(), str(target).encode(), None, MS_BIND, None) != 0:
         err = ctypes.get_errno()
         raise OSError(err, f"bind mount of {source} on {target} failed: {os.strerror(err)}")
+    # A bind mount takes no flags of its own at first: read-only is a remount of it.
+    flags = MS_BIND | MS_REMOUNT | MS_RDONLY
+    if read_only and _libc.mount(None, str(target).encode(), None, flags, None) != 0:
+        err = ctypes.get_errno()
+        umount(target)
+        raise OSError(err, f"cannot make {target} read-only: {os.strerror(err)}")
 
 
 def umount(target: Path) -> None:

@@ -41,6 +41,7 @@ from typing import Any
 from snapshots.sandbox import netns, seccomp
 from snapshots.sandbox.base import AGENT_TOOLS_MOUNT, WORKSPACE, NetworkPolicy, SandboxError
 from snapshots.sandbox.cgroups import Cgroups
+from snapshots.sandbox.gateway_door import GATEWAY_MOUNT
 from snapshots.sandbox.launch import (
     ETC_FILES,
     ETC_WRITTEN,
@@ -119,7 +120,7 @@ def _state_root(host: Host) -> Path:
 def _rootfs(host: Host) -> Path:
     """A tiny read-only root: mount points, /etc essentials and the /usr-merge symlinks."""
     rootfs = host.root / "runsc" / "rootfs"
-    if (rootfs / ".ready-3").exists():
+    if (rootfs / ".ready-4").exists():
         return rootfs
     rootfs.mkdir(parents=True, exist_ok=True)
     for d in (
@@ -130,6 +131,7 @@ def _rootfs(host: Host) -> Path:
         "dev",
         "sys",
         "run/inspect",
+        GATEWAY_MOUNT.lstrip("/"),
         "var/tmp",
         "workspace",
         "opt/inspect/agents",
@@ -154,7 +156,7 @@ def _rootfs(host: Host) -> Path:
         if path.is_dir() and not path.is_symlink():
             path.chmod(0o755)
     (rootfs / "tmp").chmod(0o1777)
-    (rootfs / ".ready-3").touch()
+    (rootfs / ".ready-4").touch()
     return rootfs
 
 
@@ -213,6 +215,13 @@ def _spec(
             "options": ["rbind", "rw"],
         },
     ]
+    if state.get("gateway_dir"):
+        # Read-only; the gateway's socket is reached across the gVisor boundary by
+        # --host-uds, and a rename over it on the host is seen (mounts are "shared").
+        mounts.append(
+            {"destination": GATEWAY_MOUNT, "type": "bind", "source": state["gateway_dir"],
+             "options": ["rbind", "ro"]}
+        )  # fmt: skip
     tools = host.tools_mount()
     if tools is not None:
         mounts.append(

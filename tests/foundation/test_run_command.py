@@ -24,7 +24,8 @@ def free_port() -> int:
 
 def supervisor_env(data_dir: Path, port: int, **extra: str) -> dict[str, str]:
     keep = {k: v for k, v in os.environ.items() if k in {"PATH", "HOME", "LANG"}}
-    return {**keep, "INSPECT_DATA_DIR": str(data_dir), "INSPECT_PORT": str(port), **extra}
+    return {**keep, "INSPECT_DATA_DIR": str(data_dir), "INSPECT_PORT": str(port),
+            "INSPECT_GATEWAY_PORT": str(free_port()), **extra}  # fmt: skip
 
 
 def start(env: dict[str, str]) -> subprocess.Popen:
@@ -99,6 +100,15 @@ def test_it_brings_the_whole_system_up_and_ctrl_c_leaves_no_orphans(tmp_path):
         assert any("celery" in n and " worker" in n for n in names)
         assert any("celery" in n and " beat" in n for n in names)
         assert any("redis-server" in n for n in names)
+        assert any("gateway.server" in n for n in names)
+
+        # The model gateway is up on its port and its socket (an unknown token: 401).
+        gateway = f"http://127.0.0.1:{env_gateway_port(output)}"
+        assert f"Model gateway: {gateway} and {tmp_path}/gateway/gateway.sock" in output
+        assert requests.get(gateway + "/healthz", timeout=10).status_code == 200
+        refused = requests.get(gateway + "/openai/v1/models", timeout=10)
+        assert refused.status_code == 401
+        assert (tmp_path / "gateway" / "gateway.sock").is_socket()
     finally:
         code, alive = stop(process)
     assert code == 0
@@ -113,6 +123,10 @@ def test_it_brings_the_whole_system_up_and_ctrl_c_leaves_no_orphans(tmp_path):
     finally:
         code, alive = stop(process)
     assert (code, alive) == (0, [])
+
+
+def env_gateway_port(output: str) -> int:
+    return int(re.search(r"Model gateway: http://127\.0\.0\.1:(\d+) ", output).group(1))
 
 
 def run_to_failure(env: dict[str, str]) -> tuple[int, str]:

@@ -16,6 +16,9 @@ from django.urls import URLPattern, URLResolver, get_resolver
 from api.tokens import token_create
 from approvals import audit
 from automations.services import automation_create
+from gateway.metering import Exchange, record
+from gateway.models import Budget
+from sessions import model_access
 from sessions.events import append_events
 from sessions.models import Attachment, Event, PullRequest
 from snapshots.models import Snapshot
@@ -39,6 +42,8 @@ FILL = {
     "automations/": "automation",
     "account/tokens/": "token",
     "metrics/review-time/": "pull_request",
+    "budgets/": "budget",  # site admins only: 404 for anyone else
+    "repositories/": "repository",
 }
 # A parameter that is not the object's id, by name: (for the object, for one that does not exist),
 # given the objects and which of them the route takes.
@@ -49,6 +54,7 @@ OTHER = {
     ),
     "path": lambda o, what: ("index.html", "index.html"),
     "folder": lambda o, what: (o["attachment"].folder, "f" * 32),
+    "request_pk": lambda o, what: (str(o["model_request"].pk), str(MISSING_ID)),
 }
 MISSING_ID = 987_654
 
@@ -118,12 +124,22 @@ def objects(team, agent_session, agent_request):
     big = "x" * 100_000
     append_events(agent_session.pk, [("output", {"stream": "stdout", "text": big})])
     capped = Event.objects.filter(session=agent_session, kind="output").latest("seq").payload
+    token = model_access.mint(agent_session, agent_session.prompt, "builtin")
+    model_request = record(
+        Exchange(
+            access=model_access.active(token), provider="openai", endpoint="chat.completions",
+            model="gpt-4.1", stream=False, status=200, outcome="ok",
+            request_body=b'{"model": "gpt-4.1"}', response_body=b'{"choices": []}',
+            input_tokens=10, output_tokens=2,
+        )
+    )  # fmt: skip
     return {
         "session": agent_session,
         "approval": agent_request,
         "snapshot": snapshot,
         "entry": entry,
         "repository": team.repository,
+        "budget": Budget.objects.create(scope="site", period="day", limit_usd=5),
         "automation": automation_create(
             repository=team.repository, creator=team.engineer, name="nightly", prompt="tidy",
             cron="0 3 * * *",
@@ -137,6 +153,7 @@ def objects(team, agent_session, agent_request):
             folder="a" * 32, name="shot.png", session=agent_session
         ),
         "artifact": capped["artifact"].rsplit("/", 1)[-1],
+        "model_request": model_request,
     }  # fmt: skip
 
 
@@ -163,9 +180,10 @@ def test_a_non_member_gets_404_for_every_object(objects, team, client_for, api):
         assert 404 in statuses.values(), (url, statuses)
         assert set(statuses.values()) <= {404, 405}, (url, statuses)
         checked.append(route.name)
-    assert {"sessions:detail", "sandbox:artifact", "api-session", "api-token-revoke"} <= set(
-        checked
-    )
+    assert {
+        "sessions:detail", "sandbox:artifact", "api-session", "api-token-revoke",
+        "model_requests:list", "model_requests:detail",
+    } <= set(checked)  # fmt: skip
     objects["approval"].refresh_from_db()
     assert objects["approval"].state == "pending"
     assert objects["session"].prompts.count() == 1

@@ -10,6 +10,7 @@ from django.conf import settings
 from django.core.management.base import BaseCommand, CommandError
 
 from approvals import cli as approvals_cli
+from gateway import cli as gateway_cli
 from inspect_web.embedded_redis import ensure_embedded_redis
 from integrations.github import cli as github_cli
 from metrics import cli as metrics_cli
@@ -24,6 +25,7 @@ AREAS = [
     approvals_cli,
     snapshots_controls_cli,
     metrics_cli,
+    gateway_cli,
 ]
 
 

@@ -11,7 +11,9 @@ before it in ``MODULES`` (relative imports), which is the order they are loaded 
 It holds the sandbox's namespaces alive (when it exits the sandbox dies) and serves a tiny
 framed protocol (``frames``) on a unix socket, so any host process -- including a worker that
 restarted -- can run commands (``commands``), PTYs and file operations (``files``) in the same
-live sandbox (``server``).
+live sandbox (``server``). It also keeps the sandbox's doors (``doors``): the host's streams to
+a port inside (the live preview), and the forwarders from ports on the sandbox's loopback to the
+host sockets mounted in (the allowlist proxy, the model gateway).
 
 Who can touch whom (issue 14): the init runs as uid 0 of the sandbox's user namespace (a host
 uid of its own), non-dumpable; every command runs as the workload uid with no capabilities, so
@@ -23,4 +25,4 @@ read its /proc/<pid>/environ or mem, and when it returns the reaper ends every p
 """
 
 # The modules shipped into the sandbox, in the order boot.py loads them.
-MODULES = ("frames", "confine", "files", "reaper", "commands", "server")
+MODULES = ("frames", "confine", "files", "reaper", "commands", "doors", "server")

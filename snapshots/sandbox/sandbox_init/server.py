@@ -1,12 +1,12 @@
 """The command server's main loop: it reads its config, confines itself, listens on its socket and
-serves each request in a thread of its own (``OPS``); the egress forwarder; the sandbox's end.
+serves each request in a thread of its own (``OPS``); opens the sandbox's doors (``doors``); the
+sandbox's end.
 """
 
 import contextlib
 import errno
 import json
 import os
-import selectors
 import signal
 import socket
 import sys
@@ -15,6 +15,7 @@ import time
 
 from .commands import op_exec
 from .confine import CONFIG, PR_SET_DUMPABLE, enter_own_domain, install_seccomp, prctl
+from .doors import open_doors, relay
 from .files import Escape, op_list, op_read, op_write
 from .frames import jdump, recv, send
 from .reaper import start_launcher
@@ -69,48 +70,6 @@ def handle(conn):
         conn.close()
 
 
-def relay(a, b):
-    """Copy bytes both ways between two sockets until either side closes."""
-    sel = selectors.DefaultSelector()
-    sel.register(a, selectors.EVENT_READ, b)
-    sel.register(b, selectors.EVENT_READ, a)
-    try:
-        while True:
-            for key, _ in sel.select():
-                data = key.fileobj.recv(65536)
-                if not data:
-                    return
-                key.data.sendall(data)
-    except OSError:
-        pass
-    finally:
-        sel.close()
-        a.close()
-        b.close()
-
-
-def egress_forwarder(port, proxy_path):
-    """Inside the sandbox's own netns: 127.0.0.1:port -> the host's policy proxy socket.
-
-    The sandbox has no route out; this is the only door, and the policy is enforced on the
-    other side of it, by the host.
-    """
-    lsock = socket.socket(socket.AF_INET, socket.SOCK_STREAM)
-    lsock.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
-    lsock.bind(("127.0.0.1", port))
-    lsock.listen(64)
-    while True:
-        client, _ = lsock.accept()
-        upstream = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)
-        try:
-            upstream.connect(proxy_path)
-        except OSError:
-            client.close()
-            upstream.close()
-            continue
-        threading.Thread(target=relay, args=(client, upstream), daemon=True).start()
-
-
 def main():
     global STARTED
     STARTED = time.time()
@@ -145,12 +104,7 @@ def main():
         os.rename(tmp, path)
     start_launcher()
     enter_own_domain()  # every command started from here on shares this domain
-    if CONFIG.get("egress_port"):
-        threading.Thread(
-            target=egress_forwarder,
-            args=(CONFIG["egress_port"], CONFIG["egress_socket"]),
-            daemon=True,
-        ).start()
+    open_doors(CONFIG)
     lifetime = CONFIG.get("lifetime_seconds")
     if lifetime:
         threading.Timer(lifetime, shutdown).start()

@@ -10,7 +10,9 @@ credentials are absent.
 127.0.0.1 is a meaningful target), ``survives_oom`` (a command killed by the memory limit leaves
 the sandbox running; under gVisor the whole sandbox is the OOM victim), ``pids_attribution``
 (a fork refused by the process limit is reported as ``limit_hit='pids'``), ``host_processes``
-(sandbox processes are host processes, visible in the host's /proc; not so under gVisor).
+(sandbox processes are host processes, visible in the host's /proc; not so under gVisor),
+``gateway_door`` (127.0.0.1:GATEWAY_PORT inside reaches the socket ``backend.gateway_socket``;
+Modal sandboxes reach the gateway by its public URL instead).
 """
 
 from __future__ import annotations
@@ -59,8 +61,12 @@ def _make_local(runtime: str) -> Callable[[Path], SandboxBackend]:
 
         # allowed.test is a test host the allowlist tests make in a network namespace, on a
         # public-looking TEST-NET-3 address (the proxy refuses loopback and private ones).
+        # The gateway's socket is one a test may serve (test_gateway_door.py).
         return LocalBackend(
-            root / runtime, runtime=runtime, egress_hosts={"allowed.test": ALLOWED_TEST_ADDRESS}
+            root / runtime,
+            runtime=runtime,
+            egress_hosts={"allowed.test": ALLOWED_TEST_ADDRESS},
+            gateway_socket=root / f"{runtime}-gateway" / "gateway.sock",
         )
 
     return make
@@ -82,7 +88,7 @@ def _make_modal(root: Path) -> SandboxBackend:
     return modal_backend.ModalBackend.from_env()
 
 
-LOCAL_CAPS = {"same_host", "local_layout"}
+LOCAL_CAPS = {"same_host", "local_layout", "gateway_door"}
 BACKENDS: dict[str, BackendSpec] = {
     "local-bwrap": BackendSpec(
         "local-bwrap", _make_local("bwrap"), _local_skip("bwrap"), LOCAL_CAPS | {"cgroups"}
@@ -119,6 +125,8 @@ RUNSC_QUICK = {
     "test_terminate_kills_processes_and_is_idempotent",
     "test_background_processes_survive_between_execs",
     "test_reattach_from_a_fresh_backend_object",
+    "test_the_gateway_answers_inside_a_sandbox_without_network",
+    "test_a_gateway_restart_is_seen_by_a_running_sandbox",
 }
 
 
