@@ -215,3 +215,44 @@ def test_a_model_the_provider_does_not_know_fails_the_turn_with_the_providers_wo
     assert case.refused_words in summary["error"], summary["error"]
     errors = [e["message"] for e in events(summary["id"], "error")]
     assert any(case.refused_words in message for message in errors), errors
+
+
+def test_a_real_cli_turn_pauses_at_a_spent_budget_and_goes_on_when_an_admin_raises_it(
+    settings, standin, model_repo, inspect_cli, team
+):
+    """Claude Code in a sandbox with egress none: its first model call is held by the gateway
+    (the engineer's daily budget is spent), the session's log says so, and once an admin raises
+    the budget the same call goes through and the turn makes its change."""
+    import threading
+    import time
+
+    from gateway.budget_admin import budget_set
+    from tests.gateway.budget_fixtures import spend
+
+    case = CASES["claude-code"]
+    configure(settings, case)
+    team.admin.refresh_from_db()  # a site admin
+    budget_set(by=team.admin, scope="user", period="day", target="engineer", limit_usd="0.5")
+    spend(None, 0.5, user=team.engineer, repository=team.repository)
+    finished: dict = {}
+
+    def run_turn() -> None:
+        from django.db import connection
+
+        try:
+            finished.update(start(inspect_cli, case, FIRST))
+        finally:
+            connection.close()  # this thread's own
+
+    turn = threading.Thread(target=run_turn)
+    turn.start()
+    deadline = time.monotonic() + 120
+    while not Event.objects.filter(kind="budget_paused").exists():
+        assert time.monotonic() < deadline and turn.is_alive(), finished
+        time.sleep(0.2)
+    assert standin.model_requests() == []  # held: nothing reached the provider
+    budget_set(by=team.admin, scope="user", period="day", target="engineer", limit_usd="5")
+    turn.join(timeout=300)
+    assert finished["state"] == "pr_open", events(finished["id"], "error")
+    assert events(finished["id"], "budget_resumed")
+    assert standin.model_requests()
