@@ -140,13 +140,13 @@ class Gateway:
             why = f"the model gateway has no {request.method} {request.path}"
             await _error(respond, provider, 404, why)
             return
-        token = token_of(request.headers)
-        access = await self.access_for(token) if token else None
-        if access is None:
-            await _error(respond, route.provider, 401, ACCESS_ENDED, code="invalid_api_key")
-            return
         self.in_flight += 1
         try:
+            token = token_of(request.headers)
+            access = await self.access_for(token) if token else None
+            if access is None:
+                await _error(respond, route.provider, 401, ACCESS_ENDED, code="invalid_api_key")
+                return
             await self._handle(route, request, access, respond)
         except (ClientGone, asyncio.CancelledError):
             raise
