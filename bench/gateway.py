@@ -47,7 +47,6 @@ BODY = json.dumps(
      "messages": [{"role": "user", "content": "Write five hundred words."}]}
 ).encode()  # fmt: skip
 FIRST_TOKEN = b"event: content_block_delta"
-END = b"\r\n0\r\n\r\n"  # the last chunk of a chunked response
 
 
 class Stream:
@@ -69,17 +68,36 @@ class Stream:
         ).encode()
         started = time.perf_counter()
         self.writer.write(head + BODY)
-        buffer, ttft = b"", None
-        while not buffer.endswith(END):
+        # De-chunked as it comes: a proxy may cut an event across two chunks.
+        raw, body, pos, ttft, status_ok = bytearray(), bytearray(), -1, None, False
+        while True:
             chunk = await self.reader.read(65536)
             if not chunk:
                 self.writer = None
-                return ttft or 0.0, buffer.count(FIRST_TOKEN), False
-            buffer += chunk
-            if ttft is None and FIRST_TOKEN in buffer:
+                return ttft or 0.0, body.count(FIRST_TOKEN), False
+            raw += chunk
+            if pos < 0:
+                end = raw.find(b"\r\n\r\n")
+                if end < 0:
+                    continue
+                head_lines = bytes(raw[:end]).lower()
+                status_ok = head_lines.startswith(b"http/1.1 200")
+                if b"transfer-encoding: chunked" not in head_lines:
+                    self.writer.close()  # not a stream: count it failed, start afresh
+                    self.writer = None
+                    return 0.0, 0, False
+                pos = end + 4
+            while (line_end := raw.find(b"\r\n", pos)) >= 0:
+                size = int(bytes(raw[pos:line_end]).split(b";")[0], 16)
+                if len(raw) < line_end + 2 + size + 2:
+                    break
+                if size == 0:
+                    ok = status_ok and b"message_stop" in body
+                    return ttft or 0.0, body.count(FIRST_TOKEN), ok
+                body += raw[line_end + 2 : line_end + 2 + size]
+                pos = line_end + 2 + size + 2
+            if ttft is None and FIRST_TOKEN in body:
                 ttft = (time.perf_counter() - started) * 1000
-        ok = buffer.startswith(b"HTTP/1.1 200") and b"message_stop" in buffer
-        return ttft or 0.0, buffer.count(FIRST_TOKEN), ok
 
     def close(self) -> None:
         if self.writer is not None:

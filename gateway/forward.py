@@ -83,8 +83,6 @@ async def relay(
     reader = asyncio.get_running_loop().create_task(pump())
     try:
         while True:
-            await wake.wait()
-            wake.clear()
             if pending:
                 data = bytes(pending)
                 pending.clear()
@@ -92,6 +90,9 @@ async def relay(
                 await send(data)
             elif ended:
                 break
+            else:  # nothing to send yet: wait for the pump (no await between check and clear)
+                wake.clear()
+                await wake.wait()
         if ended[0] is not None:
             raise ended[0]
     finally:

@@ -50,9 +50,9 @@ Outcome = ModelRequest.Outcome
 # Each provider's error type for what the gateway itself refuses, by status.
 _KINDS = {
     ANTHROPIC: {400: "invalid_request_error", 401: "authentication_error",
-                404: "not_found_error", 502: "api_error"},
+                404: "not_found_error", 500: "api_error", 502: "api_error"},
     "openai": {400: "invalid_request_error", 401: "invalid_request_error",
-               404: "invalid_request_error", 502: "server_error"},
+               404: "invalid_request_error", 500: "server_error", 502: "server_error"},
 }  # fmt: skip
 
 
@@ -140,14 +140,21 @@ class Gateway:
             why = f"the model gateway has no {request.method} {request.path}"
             await _error(respond, provider, 404, why)
             return
-        token = token_of(request.headers)
-        access = await self.access_for(token) if token else None
-        if access is None:
-            await _error(respond, route.provider, 401, ACCESS_ENDED, code="invalid_api_key")
-            return
         self.in_flight += 1
         try:
+            token = token_of(request.headers)
+            access = await self.access_for(token) if token else None
+            if access is None:
+                await _error(respond, route.provider, 401, ACCESS_ENDED, code="invalid_api_key")
+                return
             await self._handle(route, request, access, respond)
+        except (ClientGone, asyncio.CancelledError):
+            raise
+        except Exception:
+            log.exception("gateway: a %s %s request failed", route.provider, route.endpoint)
+            if respond.started:
+                raise ClientGone from None  # mid-response: closing the connection says so
+            await _error(respond, route.provider, 500, "the model gateway failed; see its log")
         finally:
             self.in_flight -= 1
 
@@ -161,6 +168,7 @@ class Gateway:
             response_body=b"",
         )  # fmt: skip
         redactor = await self.redactor_for(access.repository_id)
+        failed_before_provider = False
         try:
             if route.has_body:
                 try:
@@ -184,9 +192,17 @@ class Gateway:
                         scrub_bytes, redactor, request.body
                     )
             await self._forward(route, request, exchange, respond, started)
+        except (ClientGone, asyncio.CancelledError):
+            raise
+        except Exception:
+            # A failure of the gateway's own before the provider answered: nothing to meter
+            # (the error is logged); after it, what is known is recorded.
+            failed_before_provider = exchange.status == 0
+            raise
         finally:
             exchange.latency_ms = (time.monotonic() - started) * 1000
-            self._record_later(exchange, redactor)
+            if not failed_before_provider:
+                self._record_later(exchange, redactor)
 
     async def _refusal(self, exchange: Exchange, respond: Responder, refusal: Refusal) -> None:
         body = error_body(exchange.provider, refusal.kind, refusal.message)

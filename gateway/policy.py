@@ -22,7 +22,18 @@ def model_allowed(model: str, allowed: list[str]) -> bool:
 
 def check(access: ModelAccess, model: str) -> Refusal | None:
     """None when `access`'s repository may use `model`; else a 403 naming the allowed models."""
-    allowed = [str(m) for m in access.repository.allowed_models or []]
+    setting = access.repository.allowed_models or []
+    if not isinstance(setting, list) or not all(isinstance(m, str) for m in setting):
+        return Refusal(
+            status=403,
+            kind="permission_error",
+            message=(
+                f"repository {access.repository.name}'s allowed models are not a list of model "
+                f"names ({setting!r}); an admin of the repository must correct them"
+            ),
+            outcome=ModelRequest.Outcome.REFUSED_POLICY,
+        )
+    allowed = list(setting)
     if model_allowed(model, allowed):
         return None
     return Refusal(

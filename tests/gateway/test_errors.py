@@ -143,6 +143,23 @@ def test_a_model_outside_the_repositorys_policy_is_refused_with_the_allowed_list
     assert second.outcome == "ok"
 
 
+def test_a_malformed_model_policy_refuses_with_a_message_an_admin_can_act_on(
+    gateway, fresh_upstream, mint, team
+):
+    team.repository.allowed_models = "gpt-5"  # a string, not a list
+    team.repository.save()
+    token, session = mint()
+    with gateway.client(token) as client:
+        answer = client.post("/openai/v1/chat/completions", json={"model": "gpt-5", "messages": []})
+    assert answer.status_code == 403
+    assert answer.json()["error"]["message"] == (
+        "repository widgets's allowed models are not a list of model names ('gpt-5'); "
+        "an admin of the repository must correct them"
+    )
+    assert fresh_upstream.requests == []
+    assert wait_for_request(session)[0].outcome == "refused_policy"
+
+
 async def _respond_with(gateway: Gateway, exchange: Exchange, refusal: Refusal) -> bytes:
     """The bytes the handler writes for `refusal`, over a real socket pair."""
     ours, theirs = socket.socketpair()

@@ -4,12 +4,15 @@ as gone."""
 
 from __future__ import annotations
 
+import asyncio
+import hashlib
 import socket
 import threading
 import time
 
 import httpx
 
+from gateway.forward import relay
 from tests.gateway.conftest import ANTHROPIC_HEADERS, UPSTREAM_KEY, anthropic_body, wait_for_request
 from tests.standin_model.paced import PacedModel
 
@@ -99,8 +102,6 @@ def test_a_slow_reader_slows_the_upstream_and_the_gateway_memory_stays_bounded(
 
 
 def test_a_long_response_keeps_only_its_head_but_hashes_all_of_it(start_gateway, upstream, mint):
-    import hashlib  # why: only this test hashes a body here
-
     with PacedModel(tokens=200, delta="y" * 8000, key=UPSTREAM_KEY) as big:
         gateway = start_gateway(big.url, upstream.openai_url)
         token, session = mint()
@@ -114,3 +115,49 @@ def test_a_long_response_keeps_only_its_head_but_hashes_all_of_it(start_gateway,
         assert row.response_bytes == len(answer.content)
         assert row.response_sha256 == hashlib.sha256(answer.content).hexdigest()
         assert row.output_tokens == 200
+
+
+def test_a_slow_reader_gets_the_whole_stream_to_its_end(start_gateway, upstream, mint):
+    """The provider finishes while the runtime is still reading what the gateway holds: every
+    byte still reaches it, and the stream ends properly."""
+    with PacedModel(tokens=2000, delta="z" * 8000, key=UPSTREAM_KEY) as big:
+        gateway = start_gateway(big.url, upstream.openai_url)
+        token, session = mint()
+        # A small receive buffer, so the gateway's writes wait for this reader (16 MB in all).
+        small = httpx.HTTPTransport(socket_options=[(socket.SOL_SOCKET, socket.SO_RCVBUF, 65536)])
+        with gateway.client(transport=small) as client, client.stream(
+            "POST", "/anthropic/v1/messages", json=anthropic_body(stream=True),
+            headers={**ANTHROPIC_HEADERS, "x-api-key": token},
+        ) as answer:  # fmt: skip
+            received = bytearray()
+            for piece in answer.iter_raw(64 * 1024):
+                received += piece
+                time.sleep(0.002)  # slower than the provider sends
+        assert received.count(b"event: content_block_delta") == 2000
+        assert received.rstrip().endswith(b'data: {"type": "message_stop"}')
+        (row,) = wait_for_request(session)
+        assert (row.outcome, row.response_bytes) == ("ok", len(received))
+
+
+def test_the_relay_ends_when_the_provider_finished_while_the_client_was_being_written():
+    """The provider's last chunk and its end arrive while the previous write to a slow client
+    is still under way: the relay must still send that chunk and then end."""
+
+    async def provider():
+        for part in (b"first ", b"second ", b"last"):
+            yield part
+            await asyncio.sleep(0.01)
+
+    async def run() -> bytes:
+        sent = []
+
+        async def slow_client(data: bytes) -> None:
+            sent.append(data)
+            await asyncio.sleep(0.1)
+
+        seen = []
+        await asyncio.wait_for(relay(provider(), slow_client, seen.append), 5)
+        assert b"".join(seen) == b"first second last"
+        return b"".join(sent)
+
+    assert asyncio.run(run()) == b"first second last"
