@@ -147,10 +147,10 @@ def mint(transactional_db, team):
     yield make
     # The gateway records a request just after its response; let those land before the test
     # database is flushed (a flush racing a record deadlocks in PostgreSQL).
-    _wait_until_recorded(minted)
+    wait_until_recorded(minted)
 
 
-def _wait_until_recorded(sessions: list, quiet: float = 0.3, timeout: float = 10) -> None:
+def wait_until_recorded(sessions: list, quiet: float = 0.3, timeout: float = 10) -> None:
     from gateway.models import ModelRequest
 
     if not sessions:

@@ -6,6 +6,7 @@ import json
 import pytest
 
 from sessions.models import Event, Session
+from tests.gateway.conftest import wait_until_recorded
 from tests.sessions.agents.conftest import (
     MODEL_KEY,
     Reply,
@@ -14,17 +15,23 @@ from tests.sessions.agents.conftest import (
     openai_error,
 )
 
-pytestmark = pytest.mark.django_db
+pytestmark = pytest.mark.django_db(transaction=True)  # the gateway process reads the tokens
 
 
 @pytest.fixture
-def llm(settings, fake_model):
+def llm(settings, fake_model, start_gateway, platform_gateway):
+    # The scripted model as the provider, behind a gateway of its own (the worker's built-in
+    # agent reaches models only through the gateway, with its turn's token).
+    fake_model.gateway = start_gateway(fake_model.url, fake_model.url + "/v1")
+    platform_gateway(fake_model.gateway)
     settings.LLM_PROVIDER = "openai"
     settings.LLM_BASE_URL = fake_model.url + "/v1"
     settings.LLM_API_KEY = MODEL_KEY
     settings.LLM_MODEL = "gpt-4.1"
     settings.LLM_RETRIES = 1
-    return fake_model
+    yield fake_model
+    # The gateway's last records land just after the turn; not while the database is flushed.
+    wait_until_recorded(list(Session.objects.all()))
 
 
 def payloads(session_id) -> str:
@@ -107,7 +114,9 @@ def test_a_model_that_does_not_exist_fails_the_session_with_the_apis_words(
     code, summary, _ = create_session("--prompt", "x", "--agent", "builtin", "--inline")
     assert code == 1
     assert summary["state"] == "failed"
-    assert summary["error"] == f"the model API at {llm.url}/v1 answered HTTP 404: {verbatim}"
+    assert summary["error"] == (
+        f"the model API at {llm.gateway.url}/openai/v1 answered HTTP 404: {verbatim}"
+    )
     error = Event.objects.filter(session_id=summary["id"], kind="error").last().payload
     assert error["message"] == summary["error"]
 
