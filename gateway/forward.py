@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
+import select
 import socket
 import ssl
 import time
@@ -168,7 +169,11 @@ class _Stream(httpcore.AsyncNetworkStream):
 
     def get_extra_info(self, info: str) -> object:
         if info == "is_readable":  # an idle kept-alive connection the provider closed
-            return self._reader.at_eof() or self._writer.is_closing()
+            if self._reader.at_eof() or self._writer.is_closing():
+                return True
+            poll = select.poll()  # what the loop has not yet read (a close just arrived)
+            poll.register(self._writer.get_extra_info("socket").fileno(), select.POLLIN)
+            return bool(poll.poll(0))
         if info == "client_addr":
             return self._writer.get_extra_info("sockname")
         if info == "server_addr":
