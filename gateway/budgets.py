@@ -177,6 +177,25 @@ def spends_of(limits: list[Limit], *, fresh: bool = False) -> dict[int, float]:
     return found
 
 
+UNKNOWN = object()  # cached_first_spent: a figure is not cached (or too old): ask the database
+
+
+def cached_first_spent(user_id: int | None, repository_id: int) -> Spent | None | object:
+    """`first_spent` from the cached figures alone, without the database (so on the event
+    loop, no thread hop before a request is forwarded); UNKNOWN when one is missing or old."""
+    now = time.monotonic()
+    hit = _budget_cache.get((user_id, repository_id))
+    if hit is None or now - hit[0] >= CACHE_SECONDS:
+        return UNKNOWN
+    for limit in hit[1]:
+        spend = _spend_cache.get(_spend_key(limit))
+        if spend is None or now - spend[0] >= CACHE_SECONDS:
+            return UNKNOWN
+        if spend[1] >= limit.limit_usd:
+            return Spent(limit, spend[1])
+    return None
+
+
 def first_spent(user_id: int | None, repository_id: int, *, fresh: bool = False) -> Spent | None:
     """The first budget of this request whose spend reached its limit, or None."""
     limits = limits_for(user_id, repository_id, fresh=fresh)
@@ -356,7 +375,9 @@ async def admit(access: ModelAccess, model: str) -> Refusal | None:
     """None when this request may go now. When it would pass a budget, the turn is paused
     (a session event says which budget, what is left and who can raise it) until an admin
     raises it or INSPECT_BUDGET_PAUSE_SECONDS pass; then a 429 Refusal naming the budget."""
-    spent = await _in_thread["check"](access)
+    spent = cached_first_spent(access.user_id, access.repository_id)
+    if spent is UNKNOWN:
+        spent = await _in_thread["check"](access)
     if spent is None:
         return None
     spent = await _in_thread["check"](access, fresh=True)  # not a second-old figure: pause?

@@ -94,6 +94,7 @@ class Gateway:
         # Lookups by token and by repository: (until, the lookup's future).
         self._access: dict[str, tuple[float, asyncio.Future]] = {}
         self._scrubbers: dict[int, tuple[float, asyncio.Future]] = {}
+        self._refreshing: set[tuple] = set()  # (cache, key) looked up again ahead of expiry
         self._records: set[asyncio.Task] = set()
         self.in_flight = 0  # requests being answered (a stop waits for them a while)
 
@@ -110,17 +111,37 @@ class Gateway:
         now = time.monotonic()
         cached = cache.get(key)
         if cached and cached[0] > now:
+            ahead = (id(cache), key)
+            if cached[0] - now < ttl / 2 and cached[1].done() and ahead not in self._refreshing:
+                # Looked up again ahead of expiry, so steady traffic never waits on the
+                # database; a lookup is used no longer than `ttl` after it was started.
+                self._refreshing.add(ahead)
+                refresh = asyncio.ensure_future(self._lookup(cache, key, ttl, fn, *args))
+                refresh.add_done_callback(lambda task: self._refreshed(ahead, task))
             return await cached[1]
         if len(cache) > 10_000:
             for stale in [k for k, v in cache.items() if v[0] <= now]:
                 del cache[stale]
+        return await self._lookup(cache, key, ttl, fn, *args)
+
+    def _refreshed(self, ahead: tuple, task: asyncio.Future) -> None:
+        self._refreshing.discard(ahead)
+        if not task.cancelled() and task.exception() is not None:
+            log.warning("gateway: looking up again failed: %s", task.exception())
+
+    async def _lookup(self, cache: dict, key, ttl: float, fn, *args):
+        until = time.monotonic() + ttl
         lookup = asyncio.ensure_future(self._in_thread(fn, *args))
-        cache[key] = (now + ttl, lookup)
+        if key not in cache or cache[key][0] <= time.monotonic():
+            cache[key] = (until, lookup)  # later requests wait for this one lookup
         try:
-            return await asyncio.shield(lookup)
+            answer = await asyncio.shield(lookup)
         except Exception:
-            cache.pop(key, None)  # a failed lookup is not remembered
+            if cache.get(key, (0, None))[1] is lookup:
+                cache.pop(key, None)  # a failed lookup is not remembered
             raise
+        cache[key] = (until, lookup)
+        return answer
 
     async def access_for(self, token: str) -> ModelAccess | None:
         return await self._cached(self._access, token, ACCESS_TTL, model_access.active, token)
