@@ -211,10 +211,11 @@ def first_spent(user_id: int | None, repository_id: int, *, fresh: bool = False)
 # -- the pause ------------------------------------------------------------------------------------
 
 
-def pause_key(access_id: int) -> str:
+def pause_key(access: ModelAccess) -> str:
     """The turn's pause state. Per ModelAccess (one per run of a turn), so a retried turn
-    pauses, and says so, afresh."""
-    return f"gateway:budget-pause:{access_id}"
+    pauses, and says so, afresh; named by its token's hash, which unlike its id is never
+    reused (a database created again restarts ids while Redis still holds the old keys)."""
+    return f"gateway:budget-pause:{access.token_sha256}"
 
 
 def refusal_for(spent: Spent) -> Refusal:
@@ -258,7 +259,7 @@ def _key_ttl(access: ModelAccess) -> int:
 def _begin_pause(access: ModelAccess, spent: Spent) -> str:
     """Mark the turn paused; the first request to do so writes the event. Returns the state the
     turn was already in ("refused" once a pause timed out), or "" for a pause that goes on."""
-    key = pause_key(access.pk)
+    key = pause_key(access)
     try:
         first = get_redis().set(key, "paused", nx=True, ex=_key_ttl(access))
     except redis.RedisError as exc:  # the pause must still be seen, even if twice
@@ -295,7 +296,7 @@ def _begin_pause(access: ModelAccess, spent: Spent) -> str:
 def _end_pause(access: ModelAccess, spent: Spent, waited_s: float) -> None:
     """The budget was raised or removed: the one request that clears the mark says so."""
     try:
-        if not get_redis().delete(pause_key(access.pk)):
+        if not get_redis().delete(pause_key(access)):
             return
     except redis.RedisError:  # nobody can tell who says it: the budget page shows it anyway
         return
@@ -318,7 +319,7 @@ def _end_pause(access: ModelAccess, spent: Spent, waited_s: float) -> None:
 def _give_up(access: ModelAccess, spent: Spent) -> None:
     """The pause timed out: later requests of the turn are refused at once (the runtimes retry a
     429), and the log says so once."""
-    key = pause_key(access.pk)
+    key = pause_key(access)
     try:
         if get_redis().getset(key, "refused") == b"refused":
             return

@@ -36,12 +36,12 @@ def running_turn(team) -> Iterator[ModelAccess]:
     prompt = Prompt.objects.create(session=session, author=team.engineer, text="go", order=1)
     token = model_access.mint(session, prompt, "claude_code")
     access = model_access.active(token)
-    get_redis().delete(budgets.pause_key(access.pk))
+    get_redis().delete(budgets.pause_key(access))
     budgets.clear_cache()
     try:
         yield access
     finally:
-        get_redis().delete(budgets.pause_key(access.pk))
+        get_redis().delete(budgets.pause_key(access))
         budgets.clear_cache()
 
 

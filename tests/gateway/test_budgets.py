@@ -118,7 +118,7 @@ def test_a_pause_that_times_out_is_a_429_naming_the_budget(team, turn, settings)
     retry = model_access.active(model_access.mint(turn.session, turn.prompt, "claude_code"))
     assert admit_now(retry).status == 429
     assert len(events(turn, "budget_paused")) == 2
-    get_redis().delete(budgets.pause_key(retry.pk))
+    get_redis().delete(budgets.pause_key(retry))
 
 
 def test_many_waiting_requests_make_one_paused_event_and_one_resumed(team, turn):
