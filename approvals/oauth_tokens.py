@@ -14,7 +14,7 @@ from allauth.socialaccount.models import SocialToken
 from django.db.models.signals import post_init, post_save, pre_save
 from django.dispatch import receiver
 
-from approvals.secrets import SecretsUnavailable, seal, unseal
+from inspect_web.sealing import SecretsUnavailable, seal, unseal
 
 log = logging.getLogger(__name__)
 

@@ -1,12 +1,12 @@
 """Repository secrets: encrypted at rest, given only to the commands allowed to see them, and
 scrubbed from everything stored.
 
-Values are Fernet-encrypted with INSPECT_SECRETS_KEY (a comma-separated list rotates keys: the
-first encrypts, all decrypt). A secret reaches a command only as an environment variable of
-that one exec — `setup` (snapshot build) and `start` (every restore) always, the agent's
-commands only when its scope is `agent` — never the sandbox's own environment or a file, so a
-snapshot never holds it. Every event before its insert (sessions.controls) and the build log
-replace each value with "[redacted]" (`secret_values`, approvals.redaction).
+Values are Fernet-encrypted with INSPECT_SECRETS_KEY (inspect_web.sealing). A secret reaches a
+command only as an environment variable of that one exec — `setup` (snapshot build) and `start`
+(every restore) always, the agent's commands only when its scope is `agent` — never the
+sandbox's own environment or a file, so a snapshot never holds it. Every event before its
+insert (sessions.controls) and the build log replace each value with "[redacted]"
+(`secret_values`, approvals.redaction).
 """
 
 from __future__ import annotations
@@ -15,8 +15,7 @@ import logging
 import threading
 import time
 
-from cryptography.fernet import Fernet, InvalidToken, MultiFernet
-from django.conf import settings
+from cryptography.fernet import InvalidToken
 from django.core.exceptions import ValidationError
 from django.db import transaction
 
@@ -24,6 +23,7 @@ from accounts import access, roles
 from approvals import audit
 from approvals.models import RepositorySecret
 from approvals.redaction import MIN_SECRET_LENGTH, Redactor
+from inspect_web.sealing import SecretsUnavailable, fernet
 
 log = logging.getLogger(__name__)
 
@@ -31,53 +31,6 @@ Scope = RepositorySecret.Scope
 CACHE_SECONDS = 2.0
 _cache: dict[int, tuple[float, list[str]]] = {}
 _cache_lock = threading.Lock()
-
-
-class SecretsUnavailable(Exception):
-    """Secrets cannot be used: no key configured, or a value the key cannot decrypt."""
-
-
-def _fernet() -> MultiFernet:
-    raw = getattr(settings, "SECRETS_KEY", "")
-    keys = [k.strip() for k in raw.split(",") if k.strip()]
-    if not keys:
-        raise SecretsUnavailable(
-            "INSPECT_SECRETS_KEY is not set, so repository secrets cannot be used; generate "
-            "one with `python -c 'from cryptography.fernet import Fernet; "
-            "print(Fernet.generate_key().decode())'`, set it for the web and worker processes "
-            "and restart them"
-        )
-    try:
-        return MultiFernet([Fernet(k.encode()) for k in keys])
-    except ValueError:
-        raise SecretsUnavailable(
-            "INSPECT_SECRETS_KEY is not a valid Fernet key (32 url-safe base64-encoded bytes)"
-        ) from None
-
-
-SEALED_PREFIX = "fernet:"
-
-
-def seal(value: str) -> str:
-    """`value` encrypted with INSPECT_SECRETS_KEY, marked so it is never sealed twice.
-    SecretsUnavailable without a key (nothing secret is ever stored in plain text)."""
-    if not value or value.startswith(SEALED_PREFIX):
-        return value
-    return SEALED_PREFIX + _fernet().encrypt(value.encode()).decode()
-
-
-def unseal(value: str) -> str:
-    """The plain text of a `seal`ed value (an unsealed one is returned as is).
-    SecretsUnavailable when no configured key decrypts it."""
-    if not value.startswith(SEALED_PREFIX):
-        return value
-    try:
-        return _fernet().decrypt(value.removeprefix(SEALED_PREFIX).encode()).decode()
-    except InvalidToken:
-        raise SecretsUnavailable(
-            "a stored token cannot be decrypted with INSPECT_SECRETS_KEY (was the key changed? "
-            "keep the old one after the new, comma-separated)"
-        ) from None
 
 
 def secret_set(*, repository, name: str, value: str, scope: str = Scope.SETUP_START, by) -> None:
@@ -94,7 +47,7 @@ def secret_set(*, repository, name: str, value: str, scope: str = Scope.SETUP_ST
         name=name,
         scope=scope,
         updated_by=by,
-        encrypted_value=_fernet().encrypt(value.encode()).decode(),
+        encrypted_value=fernet().encrypt(value.encode()).decode(),
     )
     row.full_clean(exclude=["repository"], validate_unique=False)
     with transaction.atomic():
@@ -137,11 +90,11 @@ def secret_delete(*, repository, name: str, by) -> bool:
 
 
 def _decrypt(rows) -> dict[str, str]:
-    fernet = _fernet()
+    keys = fernet()
     values = {}
     for row in rows:
         try:
-            values[row.name] = fernet.decrypt(row.encrypted_value.encode()).decode()
+            values[row.name] = keys.decrypt(row.encrypted_value.encode()).decode()
         except InvalidToken:
             raise SecretsUnavailable(
                 f"secret {row.name} of {row.repository.name} cannot be decrypted with "

@@ -6,6 +6,7 @@ malformed value stops start-up with one line that names the variable and says wh
 
 from __future__ import annotations
 
+import base64
 import os
 import secrets
 import tempfile
@@ -121,7 +122,7 @@ def path(name: str, default: Path) -> Path:
 # egress proxies run as other host uids and must not read the database, keys or Redis socket.
 PRIVATE_UMASK = 0o077
 # Files made before the data dir was private (or copied in) are tightened on every start.
-_PRIVATE_FILES = ("secret_key", "db.sqlite3", "db.sqlite3-wal", "db.sqlite3-shm")
+_PRIVATE_FILES = ("secret_key", "secrets_key", "db.sqlite3", "db.sqlite3-wal", "db.sqlite3-shm")
 
 
 def restrict_umask() -> None:
@@ -168,6 +169,28 @@ def secret_key(data: Path) -> str:
     with os.fdopen(fd, "w") as handle:
         handle.write(value)
     return value
+
+
+def secrets_key(data: Path) -> str:
+    """INSPECT_SECRETS_KEY (Fernet keys, comma-separated) from the environment, else one key
+    generated once into the data dir (0600), so that secrets, provider keys and the GitHub App's
+    credentials can be stored encrypted on the zero-setup default. A deployment sets its own."""
+    value = env_str("INSPECT_SECRETS_KEY")
+    if value:
+        return value
+    path = data / "secrets_key"
+    if not path.exists():
+        fd, tmp = tempfile.mkstemp(dir=data, prefix=".secrets_key.")  # mode 0600
+        try:
+            with os.fdopen(fd, "w") as handle:
+                # A Fernet key: 32 random bytes, url-safe base64.
+                handle.write(base64.urlsafe_b64encode(os.urandom(32)).decode())
+            os.link(tmp, path)  # the first process to start wins; the others read its key
+        except FileExistsError:
+            pass
+        finally:
+            os.unlink(tmp)
+    return path.read_text().strip()
 
 
 def audit_key(data: Path) -> tuple[bytes, Path | None]:

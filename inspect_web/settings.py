@@ -72,6 +72,7 @@ INSTALLED_APPS = [
     "integrations",
     "gateway",
     "metrics",
+    "settings_area",
 ]
 
 MIDDLEWARE = [
@@ -104,6 +105,8 @@ TEMPLATES = [
                 "django.contrib.auth.context_processors.auth",
                 "django.contrib.messages.context_processors.messages",
                 "inspect_web.context.navigation",
+                "settings_area.context.settings_link",
+                "settings_area.context.settings_sections",
             ],
         },
     },
@@ -252,9 +255,10 @@ BUDGET_PAUSE_SECONDS = env.env_int("INSPECT_BUDGET_PAUSE_SECONDS", 600, minimum=
 # What a sandbox minute costs, counted into the cost per merged pull request.
 SANDBOX_USD_PER_MINUTE = _env_float("INSPECT_SANDBOX_USD_PER_MINUTE", 0.0)
 
-# Repository secrets are Fernet-encrypted with this key (comma-separated: the first encrypts,
-# all decrypt, for rotation). Without it secrets cannot be stored or used.
-SECRETS_KEY = env.env_str("INSPECT_SECRETS_KEY")
+# Repository secrets and every secret setting are Fernet-encrypted with this key
+# (comma-separated: the first encrypts, all decrypt, for rotation); unset, one is generated
+# into the data dir.
+SECRETS_KEY = env.secrets_key(DATA_DIR)
 
 # The audit log's HMAC key, kept outside the database (approvals.audit); and where each new
 # chain head is also written: a file (default <data dir>/audit-head.log) or "syslog:[address]".

@@ -17,6 +17,7 @@ urlpatterns = [
     path("automations/", include("automations.urls")),
     path("budgets/", include("gateway.urls")),  # model budgets (site admins)
     path("repositories/", include("gateway.policy_urls")),  # allowed models per repository
+    path("settings/", include("settings_area.urls")),  # the team's settings (admins)
     path("api/", include("api.urls")),
     path("slack/", include("integrations.urls")),
     path("webhooks/github/", github_views.webhook, name="github-webhook"),

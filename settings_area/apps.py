@@ -1,0 +1,6 @@
+from django.apps import AppConfig
+
+
+class SettingsAreaConfig(AppConfig):
+    name = "settings_area"
+    verbose_name = "Settings"

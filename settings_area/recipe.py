@@ -1,0 +1,5 @@
+"""Settings pages: recipe (see settings_area/sections.py)."""
+
+from django.urls import URLPattern
+
+urlpatterns: list[URLPattern] = []
