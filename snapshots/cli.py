@@ -3,21 +3,20 @@
 from __future__ import annotations
 
 import json
-import subprocess
 import sys
 import time
 
 from django.contrib.auth import get_user_model
-from django.core.exceptions import ValidationError
 from django.core.management.base import CommandError
 
-from accounts.models import Membership, Role
+from accounts.models import Role
 from inspect_web.cli_args import command_parser
 from inspect_web.text import inert
 from snapshots import mirror
 from snapshots.build import snapshot_build
 from snapshots.garbage import collect_snapshot_garbage
 from snapshots.models import Repository, Snapshot
+from snapshots.repositories import RepositoryRefused, repository_add
 from snapshots.restore import NoSnapshot, restore_sandbox
 from snapshots.sandbox import SandboxError
 
@@ -29,7 +28,9 @@ def register(areas, command) -> None:
     add = command_parser(repo, "add", repo_add, "add a repository (any git URL or local path)")
     add.add_argument("name")
     add.add_argument("--url", required=True)
-    add.add_argument("--branch", default="main")
+    add.add_argument(
+        "--branch", help="the branch sessions start from (default: the remote's default branch)"
+    )
     add.add_argument(
         "--member",
         action="append",
@@ -78,42 +79,20 @@ def repository_named(name: str) -> Repository:
 
 
 def repo_add(command, options) -> int:
-    name, url = options["name"], options["url"]
-    if Repository.objects.filter(name=name).exists():
-        raise CommandError(f"a repository named {name!r} already exists")
-    repository = Repository(name=name, url=url, default_branch=options["branch"])
-    try:
-        repository.full_clean()
-    except ValidationError as exc:
-        field, problems = next(iter(exc.message_dict.items()))
-        raise CommandError(f"{field}: {problems[0]}") from None
-    try:
-        source = mirror._source(url)
-        subprocess.run(
-            ["git", "ls-remote", "--exit-code", "--heads", source, options["branch"]],
-            check=True,
-            capture_output=True,
-            timeout=60,
-            env={"PATH": "/usr/bin:/bin", "GIT_TERMINAL_PROMPT": "0"},
-        )
-    except mirror.MirrorError as exc:
-        raise CommandError(f"cannot use {url}: {exc}; the repository was not added") from None
-    except subprocess.CalledProcessError as exc:
-        reason = mirror.git_reason((exc.stderr or b"").decode(errors="replace"))
-        if exc.returncode == 2 and not reason:
-            reason = f"it has no branch {options['branch']!r}"
-        raise CommandError(
-            f"cannot use {url}: {reason or 'not a git repository'}; the repository was not added"
-        ) from None
-    except subprocess.TimeoutExpired:
-        raise CommandError(
-            f"cannot reach {url} within 60 s; the repository was not added"
-        ) from None
     members = _members(options["member"])
-    repository.save()
-    for user, role in members:
-        Membership.objects.create(user=user, repository=repository, role=role)
-    command.stdout.write(f"added repository {name} ({url}, branch {options['branch']})")
+    try:
+        repository = repository_add(
+            name=options["name"],
+            url=options["url"],
+            branch=options["branch"],
+            members=members,
+            by=None,  # the operator at the host's shell: audited as the system
+        )
+    except RepositoryRefused as exc:
+        raise CommandError(f"{exc}; the repository was not added") from None
+    command.stdout.write(
+        f"added repository {repository.name} ({repository.url}, branch {repository.default_branch})"
+    )
     for user, role in members:
         command.stdout.write(f"  {user.get_username()} is {role}")
     return 0
