@@ -3,8 +3,9 @@
 Preflight (settings, database, Redis, the ports), migrate, static files, the first admin, then
 daphne + the model gateway + a Celery worker + Celery beat as children, while the pinned agent
 CLIs are installed in the background (each step logged; a clear line when node or npm is
-missing). Ctrl-C (or
-SIGTERM) stops every child; the children also die with the supervisor if it is killed outright
+missing). The console shows a line per process, the URL, and warnings and errors; the rest of
+each child's output is in the data dir's log/ (inspect_web.console). Ctrl-C (or SIGTERM)
+stops every child; the children also die with the supervisor if it is killed outright
 (PR_SET_PDEATHSIG), so nothing is left orphaned.
 """
 
@@ -29,6 +30,7 @@ from django.conf import settings
 from django.core.management import call_command
 from django.db import connection
 
+from inspect_web.console import Relay, log_dir
 from inspect_web.embedded_redis import EmbeddedRedisError, ensure_embedded_redis
 from inspect_web.env import ConfigError, env_int, env_str, restrict_umask
 from snapshots import agent_installs
@@ -193,8 +195,17 @@ def run() -> int:
             "beat": [python, "-m", "celery", "-A", "inspect_web", "beat", "-l", "info",
                      "--schedule", str(settings.DATA_DIR / "celerybeat-schedule")],
         }  # fmt: skip
+        logs = log_dir(settings.DATA_DIR)
         for name, command in commands.items():
-            children[name] = subprocess.Popen(command, cwd=settings.BASE_DIR, **child_options)
+            children[name] = subprocess.Popen(
+                command,
+                cwd=settings.BASE_DIR,
+                stdout=subprocess.PIPE,
+                stderr=subprocess.STDOUT,
+                **child_options,
+            )
+            Relay(name, children[name].stdout, logs / f"{name}.log").start()
+            print(f"{name + ':':<9}started (pid {children[name].pid}), log {logs / name}.log")
         gateway_host = settings.GATEWAY_HOST
         gateway_url = (
             f"http://{'[' + gateway_host + ']' if ':' in gateway_host else gateway_host}"
@@ -204,7 +215,11 @@ def run() -> int:
         print(f"Model gateway: {gateway_url.rstrip('/')} and {settings.GATEWAY_SOCKET}", flush=True)
         url = f"http://{'[' + host + ']' if ':' in host else host}:{port}/"
         _wait_healthy(url, children)
-        print(f"Inspect Web is up at {url}  (Ctrl-C stops it)", flush=True)
+        print(
+            f"Inspect Web is up at {url}  (Ctrl-C stops it). Warnings and errors show here; "
+            f"everything else is in {logs}/",
+            flush=True,
+        )
         while not stopping:
             for name, child in children.items():
                 if child.poll() is not None:

@@ -53,12 +53,18 @@ def wait_until_up(process: subprocess.Popen, timeout: float = 120) -> list[str]:
 
 
 def stop(process: subprocess.Popen) -> tuple[int, list[psutil.Process]]:
+    code, alive, _ = stop_reading(process)
+    return code, alive
+
+
+def stop_reading(process: subprocess.Popen) -> tuple[int, list[psutil.Process], str]:
+    """Stop the supervisor; also what it printed since the last read."""
     children = psutil.Process(process.pid).children(recursive=True)
     process.send_signal(signal.SIGINT)
-    process.stdout.read()
+    rest = process.stdout.read()
     code = process.wait(timeout=30)
     _, alive = psutil.wait_procs(children, timeout=5)
-    return code, alive
+    return code, alive, rest
 
 
 def log_in(base: str, username: str, password: str) -> requests.Session:
@@ -109,10 +115,19 @@ def test_it_brings_the_whole_system_up_and_ctrl_c_leaves_no_orphans(tmp_path):
         refused = requests.get(gateway + "/openai/v1/models", timeout=10)
         assert refused.status_code == 401
         assert (tmp_path / "gateway" / "gateway.sock").is_socket()
+        for name in ("daphne", "gateway", "worker", "beat"):
+            assert re.search(rf"^{name}: +started \(pid \d+\), log ", output, re.M), name
+        time.sleep(12)  # the beat's 5-second tasks run a few times
     finally:
-        code, alive = stop(process)
+        code, alive, rest = stop_reading(process)
     assert code == 0
     assert alive == []
+    # Periodic task chatter goes to the data dir's log/, not the console.
+    console = output + rest
+    assert "watch_sessions" not in console and "succeeded in" not in console
+    worker_log = (tmp_path / "log" / "worker.log").read_text()
+    assert "watch_sessions" in worker_log + (tmp_path / "log" / "beat.log").read_text()
+    assert (tmp_path / "log" / "daphne.log").read_text()  # the access log of the requests above
 
     # A second run reuses the data dir: same admin, no new password, and it comes up again.
     process = start(supervisor_env(tmp_path, port))
