@@ -26,6 +26,11 @@ def configured_secrets() -> list[str]:
     return [key for key in (settings.LLM_API_KEY, settings.ANTHROPIC_API_KEY) if key]
 
 
+def model_configured() -> bool:
+    """Whether any model provider is configured (a key, or an OpenAI-compatible URL)."""
+    return bool(configured_secrets() or custom_openai_base())
+
+
 def turn_limits() -> TurnLimits:
     """The per-turn limits configured for this deployment (INSPECT_AGENT_MAX_*)."""
     return TurnLimits(
