@@ -28,6 +28,15 @@ class RepositorySerializer(serializers.ModelSerializer):
         return self.context.get("roles", {}).get(repository.pk)
 
 
+class RepositoryCreateSerializer(serializers.Serializer):
+    name = serializers.CharField(max_length=100)
+    url = serializers.CharField(max_length=500, help_text="Any git URL or a local path.")
+    branch = serializers.CharField(
+        max_length=200, required=False, allow_blank=True,
+        help_text="The branch sessions start from; empty: the remote's default branch.",
+    )  # fmt: skip
+
+
 class PromptSerializer(serializers.ModelSerializer):
     author = serializers.SerializerMethodField()
 

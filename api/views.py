@@ -3,10 +3,12 @@ accounts.access's (non-member: 404; role without the right: 403 with the reason)
 
 from __future__ import annotations
 
+from django.core.exceptions import PermissionDenied
 from django.http import Http404, JsonResponse
 from django.views.decorators.csrf import csrf_exempt
 from drf_spectacular.utils import extend_schema
 from rest_framework import status
+from rest_framework.exceptions import ValidationError
 from rest_framework.response import Response
 from rest_framework.views import APIView
 
@@ -22,6 +24,7 @@ from sessions.models import Event, Session
 from sessions.stream.read import events_after, serialize
 from snapshots.actions import snapshot_refresh_request
 from snapshots.models import Repository, Snapshot
+from snapshots.repositories import RepositoryRefused, repository_add
 
 
 def _query(serializer_class, request) -> dict:
@@ -97,6 +100,29 @@ class RepositoryListView(APIView):
         )
         return Response(
             s.RepositorySerializer(repositories, many=True, context={"roles": role_of}).data
+        )
+
+    @extend_schema(
+        request=s.RepositoryCreateSerializer,
+        responses={201: s.RepositorySerializer},
+        summary="Add a repository (site admins); its default branch is detected unless given",
+    )
+    def post(self, request):
+        if not (request.user.is_superuser or request.user.is_staff):
+            raise PermissionDenied("Only a site admin adds repositories; ask one.")
+        data = _body(s.RepositoryCreateSerializer, request)
+        try:
+            repository = repository_add(
+                name=data["name"], url=data["url"], branch=data.get("branch") or None,
+                by=request.user,
+            )  # fmt: skip
+        except RepositoryRefused as exc:
+            raise ValidationError({exc.field: [str(exc)]}) from None
+        roles = {repository.pk: repository.memberships.filter(user=request.user).values_list(
+            "role", flat=True).first()}  # fmt: skip
+        return Response(
+            s.RepositorySerializer(repository, context={"roles": roles}).data,
+            status=status.HTTP_201_CREATED,
         )
 
 
