@@ -158,13 +158,15 @@ def link_pinned(runtime: str) -> None:
 
 
 def _readable(directory: Path) -> None:
-    """Sandboxes run as an unprivileged uid that must traverse to and read the CLIs."""
+    """Sandboxes run as an unprivileged uid that must traverse to and read the CLIs. Group too:
+    a directory made under `make run`'s umask (077) is 0700, and a sandbox whose group owns
+    it is judged by the group bits, not the others' (bwrap: "Can't find source path")."""
     for path in (directory, *directory.parents):
         if path == Path("/"):
             break
         mode = path.stat().st_mode
-        if mode & 0o005 != 0o005:
-            path.chmod(mode | 0o005)
+        if mode & 0o055 != 0o055:
+            path.chmod(mode | 0o055)
         if path == root().parent:
             break
     subprocess.run(["chmod", "-R", "a+rX", str(directory)], check=False, capture_output=True)
