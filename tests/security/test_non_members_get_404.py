@@ -44,6 +44,7 @@ FILL = {
     "metrics/review-time/": "pull_request",
     "budgets/": "budget",  # site admins only: 404 for anyone else
     "repositories/": "repository",
+    "settings/repositories/": "repository",  # the settings area: admins of the repository
 }
 # A parameter that is not the object's id, by name: (for the object, for one that does not exist),
 # given the objects and which of them the route takes.
@@ -94,7 +95,9 @@ def _fill(route: Route, objects: dict) -> tuple[str, str]:
     real, missing = [], []
     url = route.route.replace("^", "").replace("$", "")
     for param in route.params:
-        if param in OTHER:
+        if what == "repository" and param in ("name", "repository"):
+            values = (objects["repository"].name, "no-such-repository")
+        elif param in OTHER:
             values = OTHER[param](objects, what)
         elif what == "repository":
             values = (objects["repository"].name, "no-such-repository")
