@@ -84,7 +84,7 @@ class SocialAccountAdapter(DefaultSocialAccountAdapter):
         return configured + [app for app in rows if app.provider not in providers]
 
     def is_open_for_signup(self, request, sociallogin) -> bool:
-        if sociallogin.account.provider == social_apps.OIDC:
+        if social_apps.is_single_sign_on(sociallogin.account.provider):
             return True
         return settings.OPEN_SIGNUP
 
@@ -92,7 +92,7 @@ class SocialAccountAdapter(DefaultSocialAccountAdapter):
         """Refuse a sign-in whose verified e-mail is outside the allowed domains: every
         OpenID Connect sign-in, and a new account from any provider."""
         domains = social_apps.allowed_domains()
-        oidc = sociallogin.account.provider == social_apps.OIDC
+        oidc = social_apps.is_single_sign_on(sociallogin.account.provider)
         if not domains or not (oidc or not sociallogin.is_existing):
             return
         verified = [address.email for address in sociallogin.email_addresses if address.verified]
@@ -108,7 +108,7 @@ class SocialAccountAdapter(DefaultSocialAccountAdapter):
 
     def save_user(self, request, sociallogin, form=None):
         user = super().save_user(request, sociallogin, form)
-        if sociallogin.account.provider == social_apps.OIDC:
+        if social_apps.is_single_sign_on(sociallogin.account.provider):
             grant_default_role(user)
         return user
 

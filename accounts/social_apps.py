@@ -103,6 +103,12 @@ def apps(provider: str | None = None, client_id: str | None = None) -> list[Soci
     return found
 
 
+def is_single_sign_on(provider: str) -> bool:
+    """Whether a SocialAccount's `provider` is OpenID Connect (allauth stores the app's
+    provider id there, "sso")."""
+    return provider in (OIDC, OIDC_PROVIDER_ID)
+
+
 def github_login_enabled() -> bool:
     return github_app() is not None
 

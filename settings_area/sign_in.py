@@ -169,6 +169,7 @@ class SignInForm(forms.Form):
     )  # fmt: skip
     server_url = forms.CharField(
         label="Issuer URL", required=False, max_length=500,
+        widget=forms.TextInput(attrs={"size": 60}),
         help_text="The provider's issuer, e.g. https://login.example.com/realms/staff; "
         "its /.well-known/openid-configuration must answer.",
     )  # fmt: skip
