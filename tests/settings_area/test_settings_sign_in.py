@@ -152,3 +152,14 @@ def test_stored_github_credentials_enable_github_login_without_restart(team):
     assert b"Log in with GitHub" in page.content
     assert b"/accounts/github/login/" in page.content
     assert page.context["github_login"]()
+
+
+def test_github_credentials_from_the_environment_win_over_stored_ones(team):
+    from accounts import social_apps
+
+    site_settings.store("GITHUB_OAUTH_CLIENT_ID", "Iv1.stored", by=team.admin)
+    site_settings.store("GITHUB_OAUTH_CLIENT_SECRET", "stored-secret", by=team.admin)
+    with override_settings(GITHUB_OAUTH_CLIENT_ID="Iv1.env", GITHUB_OAUTH_CLIENT_SECRET="env"):
+        app = social_apps.github_app()
+        assert (app.client_id, app.secret) == ("Iv1.env", "env")
+        assert b"/accounts/github/login/" in Client().get("/accounts/login/").content
