@@ -6,6 +6,7 @@ which asks `apps()` on every request, so a change needs no restart and secrets s
 
 from __future__ import annotations
 
+import logging
 import re
 
 import requests
@@ -13,6 +14,9 @@ from allauth.socialaccount.models import SocialApp
 from django.conf import settings
 
 from inspect_web import site_settings
+from inspect_web.sealing import SecretsUnavailable
+
+log = logging.getLogger(__name__)
 
 OIDC = "openid_connect"
 OIDC_PROVIDER_ID = "sso"  # the login URL is /accounts/oidc/sso/login/
@@ -95,7 +99,16 @@ def oidc_app() -> SocialApp | None:
 
 def apps(provider: str | None = None, client_id: str | None = None) -> list[SocialApp]:
     """The configured sign-in apps, filtered as allauth's `list_apps` filters."""
-    found = [app for app in (github_app(), oidc_app()) if app is not None]
+    found = []
+    for build in (github_app, oidc_app):
+        try:
+            app = build()
+        except SecretsUnavailable:
+            # A secret sealed under another key: that button goes, the login page stays up.
+            log.warning("%s: a stored client secret cannot be decrypted", build.__name__)
+            continue
+        if app is not None:
+            found.append(app)
     if provider:
         found = [app for app in found if provider in (app.provider, app.provider_id)]
     if client_id:

@@ -1,6 +1,7 @@
 from django.conf import settings
 
 from inspect_web import site_settings
+from inspect_web.sealing import SecretsUnavailable
 
 
 def _admin_items(request) -> list[tuple[str, str]]:
@@ -10,10 +11,13 @@ def _admin_items(request) -> list[tuple[str, str]]:
 
 
 def _github_login() -> bool:
-    return bool(
-        site_settings.value("GITHUB_OAUTH_CLIENT_ID")
-        and site_settings.value("GITHUB_OAUTH_CLIENT_SECRET")
-    )
+    try:
+        return bool(
+            site_settings.value("GITHUB_OAUTH_CLIENT_ID")
+            and site_settings.value("GITHUB_OAUTH_CLIENT_SECRET")
+        )
+    except SecretsUnavailable:
+        return False
 
 
 def navigation(request) -> dict:

@@ -11,6 +11,7 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 
 from django import forms
+from django.conf import settings
 from django.contrib import messages
 from django.contrib.auth.decorators import login_required
 from django.db import transaction
@@ -22,6 +23,7 @@ from accounts import social_apps
 from accounts.models import Role
 from approvals import audit
 from inspect_web import site_settings
+from inspect_web.models import SiteSetting
 from settings_area.access import require_site_admin
 from snapshots.models import Repository
 
@@ -58,6 +60,13 @@ class SignInChange:
     default_role: str = ""
     default_repositories: list[str] = field(default_factory=list)
     local_passwords_off: bool = False
+
+
+def _secret_present() -> bool:
+    """Whether a client secret is in force, without decrypting it."""
+    return bool(getattr(settings, site_settings.declared(SECRET).setting_name, "")) or (
+        SiteSetting.objects.filter(name=SECRET).exists()
+    )
 
 
 def pinned() -> set[str]:
@@ -105,7 +114,7 @@ def _validate(change: SignInChange, fixed: set[str]) -> None:
     if missing := sorted(set(change.default_repositories) - known):
         raise SignInRefused(f"No repository named {', '.join(missing)}.", "default_repositories")
     server_url = change.server_url.strip()
-    has_secret = bool(change.client_secret or site_settings.value(SECRET))
+    has_secret = bool(change.client_secret) or _secret_present()
     if server_url or change.client_id.strip():
         if not server_url:
             raise SignInRefused("Give the provider's issuer URL.", "server_url")
@@ -260,15 +269,16 @@ def sign_in(request: HttpRequest) -> HttpResponse:
                     return redirect("settings_area:sign_in")
     else:
         form = SignInForm(initial=_initial(), fixed=fixed)
+    apps = social_apps.apps()
     context = {
         "form": form,
         "tested": tested,
-        "secret_stored": bool(site_settings.value(SECRET)),
+        "secret_stored": _secret_present(),
         "callback_url": request.build_absolute_uri(
             reverse("openid_connect_callback", kwargs={"provider_id": social_apps.OIDC_PROVIDER_ID})
         ),
-        "github_login": social_apps.github_login_enabled(),
-        "sso_active": social_apps.oidc_app() is not None,
+        "github_login": any(app.provider == social_apps.GITHUB for app in apps),
+        "sso_active": any(app.provider == social_apps.OIDC for app in apps),
     }
     return render(request, "settings_area/sign_in.html", context)
 

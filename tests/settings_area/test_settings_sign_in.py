@@ -163,3 +163,14 @@ def test_github_credentials_from_the_environment_win_over_stored_ones(team):
         app = social_apps.github_app()
         assert (app.client_id, app.secret) == ("Iv1.env", "env")
         assert b"/accounts/github/login/" in Client().get("/accounts/login/").content
+
+
+def test_a_secret_the_key_cannot_open_drops_the_button_not_the_login_page(team):
+    from inspect_web.models import SiteSetting
+
+    site_settings.store("GITHUB_OAUTH_CLIENT_ID", "Iv1.stored", by=team.admin)
+    SiteSetting.objects.create(name="GITHUB_OAUTH_CLIENT_SECRET", value="fernet:not-ours")
+    site_settings.forget()
+    page = Client().get("/accounts/login/")
+    assert page.status_code == 200 and b"/accounts/github/login/" not in page.content
+    assert client_for(team.admin).get(URL).status_code == 200
