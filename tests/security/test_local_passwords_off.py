@@ -31,6 +31,8 @@ def logged_in_as(client: Client):
 
 def test_a_correct_password_logs_in_while_passwords_are_on(team):
     client = Client()
+    page = client.get("/accounts/login/")
+    assert b'name="password"' in page.content and b'href="/accounts/signup/"' in page.content
     response = client.post("/accounts/login/", {"login": "engineer", "password": PASSWORD})
     assert response.status_code == 302
     assert logged_in_as(client) == team.engineer
@@ -46,7 +48,7 @@ def test_allauth_login_refuses_a_correct_password(team, passwords_off):
 
 def test_the_login_page_offers_no_password_form(team, passwords_off):
     page = Client().get("/accounts/login/")
-    assert b'name="password"' not in page.content
+    assert b'name="password"' not in page.content and b"/accounts/signup/" not in page.content
     assert b"Password sign-in is off on this site" in page.content
 
 
