@@ -151,7 +151,7 @@ def configure_sign_in(change: SignInChange, *, by) -> list[str]:
             changed[name] = wanted[name]
     secret_changed = "client_secret" not in fixed and (
         bool(change.client_secret)
-        or (not change.server_url.strip() and bool(site_settings.value(SECRET)))
+        or (not change.server_url.strip() and SiteSetting.objects.filter(name=SECRET).exists())
     )
     if not changed and not secret_changed:
         return []

@@ -174,3 +174,20 @@ def test_a_secret_the_key_cannot_open_drops_the_button_not_the_login_page(team):
     page = Client().get("/accounts/login/")
     assert page.status_code == 200 and b"/accounts/github/login/" not in page.content
     assert client_for(team.admin).get(URL).status_code == 200
+
+
+def test_emptying_the_issuer_turns_single_sign_on_off_and_forgets_the_secret(team, provider):
+    from accounts import social_apps
+    from approvals.models import AuditEntry
+    from inspect_web.models import SiteSetting
+
+    admin = client_for(team.admin)
+    assert admin.post(URL, form(provider)).status_code == 302
+    off = form(provider, server_url="", client_id="", client_secret="", name="")
+    assert admin.post(URL, off).status_code == 302
+    site_settings.forget()
+    assert social_apps.oidc_app() is None
+    assert not SiteSetting.objects.filter(name="INSPECT_OIDC_CLIENT_SECRET").exists()
+    last = AuditEntry.objects.filter(action="settings.sign_in").order_by("-seq").first()
+    assert last.data["client_secret_changed"] is True
+    assert b"Log in with" not in Client().get("/accounts/login/").content
