@@ -351,7 +351,7 @@ AUTH_PASSWORD_VALIDATORS = [
     {"NAME": "django.contrib.auth.password_validation.NumericPasswordValidator"},
 ]
 AUTHENTICATION_BACKENDS = [
-    # First: refuses every password check while local passwords are off (admin, allauth, API).
+    # First: refuses every password check while local passwords are off (login page, /admin/).
     "accounts.identity.PasswordsOffBackend",
     "django.contrib.auth.backends.ModelBackend",
     "allauth.account.auth_backends.AuthenticationBackend",
