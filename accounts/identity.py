@@ -6,6 +6,13 @@ their Slack user only once it is verified (allauth's confirmation mail, a verifi
 GitHub, or an admin ticking "verified"). An address an administrator set on an account that has
 never managed its own addresses (no allauth EmailAddress rows: created by an admin, by the
 shell or by `ensure_admin`) counts as vouched for by that administrator.
+
+Single sign-on (accounts.social_apps): the adapter below hands allauth the GitHub and OpenID
+Connect apps configured now, refuses a social login whose verified e-mail is outside the allowed
+domains, opens sign-up to OpenID Connect users (the company's directory decides who they are) and
+gives a new one the default role. While local passwords are off, `PasswordsOffBackend` refuses
+every password check (login page, /admin/, anything calling `authenticate`) except the
+break-glass superuser.
 """
 
 from __future__ import annotations
@@ -13,23 +20,112 @@ from __future__ import annotations
 from allauth.account.adapter import DefaultAccountAdapter
 from allauth.account.models import EmailAddress
 from allauth.account.views import EmailView
+from allauth.core.exceptions import ImmediateHttpResponse
 from allauth.socialaccount.adapter import DefaultSocialAccountAdapter
+from django import forms
 from django.conf import settings
 from django.contrib import messages
 from django.contrib.auth import get_user_model
+from django.contrib.auth.backends import BaseBackend, ModelBackend
+from django.core.exceptions import PermissionDenied
 from django.core.management.base import CommandError
 from django.db.models import Exists, OuterRef, Q, QuerySet
 from django.http import HttpRequest, HttpResponse
+from django.shortcuts import redirect
+
+from accounts import social_apps
+from accounts.models import Membership
+
+PASSWORDS_OFF_MESSAGE = "Password sign-in is off on this site: use the single sign-on button."
 
 
 class AccountAdapter(DefaultAccountAdapter):
     def is_open_for_signup(self, request) -> bool:
-        return settings.OPEN_SIGNUP
+        return settings.OPEN_SIGNUP and not social_apps.passwords_off()
+
+    def authenticate(self, request: HttpRequest, **credentials):
+        user = super().authenticate(request, **credentials)
+        if user is None and "password" in credentials and social_apps.passwords_off():
+            # Say why on the form, rather than "wrong password" for a right one.
+            raise forms.ValidationError(PASSWORDS_OFF_MESSAGE)
+        return user
+
+
+class PasswordsOffBackend(BaseBackend):
+    """First in AUTHENTICATION_BACKENDS: while local passwords are off, a password check stops
+    here (PermissionDenied ends Django's `authenticate`), unless it is the break-glass
+    superuser's (INSPECT_LOCAL_LOGIN=superuser), which this backend checks itself."""
+
+    def authenticate(self, request, password=None, **credentials):
+        if password is None or not social_apps.passwords_off():
+            return None
+        login = credentials.get("username") or credentials.get("email") or ""
+        if login and settings.LOCAL_LOGIN == "superuser":
+            candidates = get_user_model().objects.filter(
+                Q(username__iexact=login) | Q(email__iexact=login), is_superuser=True
+            )
+            for user in candidates:
+                if social_apps.break_glass(user) and user.check_password(password):
+                    return user
+        raise PermissionDenied(PASSWORDS_OFF_MESSAGE)
+
+    def get_user(self, user_id):
+        # A break-glass session names this backend; the user is loaded as Django's would be.
+        return ModelBackend().get_user(user_id)
 
 
 class SocialAccountAdapter(DefaultSocialAccountAdapter):
+    def list_apps(self, request, provider=None, client_id=None):
+        """The apps of accounts.social_apps (environment or settings page) before any the
+        admin added as SocialApp rows, which they replace for the same provider."""
+        configured = social_apps.apps(provider, client_id)
+        providers = {app.provider for app in configured}
+        rows = super().list_apps(request, provider=provider, client_id=client_id)
+        return configured + [app for app in rows if app.provider not in providers]
+
     def is_open_for_signup(self, request, sociallogin) -> bool:
+        if social_apps.is_single_sign_on(sociallogin.account.provider):
+            return True
         return settings.OPEN_SIGNUP
+
+    def pre_social_login(self, request, sociallogin) -> None:
+        """Refuse a sign-in whose verified e-mail is outside the allowed domains: every
+        OpenID Connect sign-in, and a new account from any provider."""
+        domains = social_apps.allowed_domains()
+        oidc = social_apps.is_single_sign_on(sociallogin.account.provider)
+        if not domains or not (oidc or not sociallogin.is_existing):
+            return
+        verified = [address.email for address in sociallogin.email_addresses if address.verified]
+        if any(social_apps.domain_allowed(email, domains) for email in verified):
+            return
+        shown = ", ".join(verified) if verified else "no verified e-mail address"
+        messages.error(
+            request,
+            f"This site lets in only verified e-mail addresses at {', '.join(domains)}; "
+            f"your sign-in gave {shown}. Ask an administrator if you should have access.",
+        )
+        raise ImmediateHttpResponse(redirect("account_login"))
+
+    def save_user(self, request, sociallogin, form=None):
+        user = super().save_user(request, sociallogin, form)
+        if social_apps.is_single_sign_on(sociallogin.account.provider):
+            grant_default_role(user)
+        return user
+
+
+def grant_default_role(user) -> list[Membership]:
+    """Make a new single sign-on user a member of the default repositories with the default
+    role (accounts.social_apps.default_grant); each membership is audited by its signal."""
+    role, names = social_apps.default_grant()
+    if not role:
+        return []
+    repositories = Membership.repository.field.related_model.objects.filter(name__in=names)
+    return [
+        Membership.objects.get_or_create(user=user, repository=repository, defaults={"role": role})[
+            0
+        ]
+        for repository in repositories
+    ]
 
 
 class VerifiedPrimaryEmailView(EmailView):

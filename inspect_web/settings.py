@@ -60,6 +60,7 @@ INSTALLED_APPS = [
     "allauth.account",
     "allauth.socialaccount",
     "allauth.socialaccount.providers.github",
+    "allauth.socialaccount.providers.openid_connect",
     "inspect_web",
     "accounts",
     "snapshots",
@@ -350,6 +351,8 @@ AUTH_PASSWORD_VALIDATORS = [
     {"NAME": "django.contrib.auth.password_validation.NumericPasswordValidator"},
 ]
 AUTHENTICATION_BACKENDS = [
+    # First: refuses every password check while local passwords are off (login page, /admin/).
+    "accounts.identity.PasswordsOffBackend",
     "django.contrib.auth.backends.ModelBackend",
     "allauth.account.auth_backends.AuthenticationBackend",
 ]
@@ -367,18 +370,32 @@ OPEN_SIGNUP = env.env_bool("INSPECT_OPEN_SIGNUP", False)
 
 GITHUB_OAUTH_CLIENT_ID = env.env_str("GITHUB_OAUTH_CLIENT_ID")
 GITHUB_OAUTH_CLIENT_SECRET = env.env_str("GITHUB_OAUTH_CLIENT_SECRET")
-SOCIALACCOUNT_PROVIDERS: dict = {}
-if GITHUB_OAUTH_CLIENT_ID and GITHUB_OAUTH_CLIENT_SECRET:
-    SOCIALACCOUNT_PROVIDERS["github"] = {
-        "APPS": [{"client_id": GITHUB_OAUTH_CLIENT_ID, "secret": GITHUB_OAUTH_CLIENT_SECRET}],
-        # `repo` lets PRs be opened as the prompting user (so they cannot approve their own).
-        "SCOPE": ["read:user", "user:email", "repo"],
-    }
-elif GITHUB_OAUTH_CLIENT_ID or GITHUB_OAUTH_CLIENT_SECRET:
+if bool(GITHUB_OAUTH_CLIENT_ID) != bool(GITHUB_OAUTH_CLIENT_SECRET):
     raise env.ConfigError(
         "GITHUB_OAUTH_CLIENT_SECRET" if GITHUB_OAUTH_CLIENT_ID else "GITHUB_OAUTH_CLIENT_ID",
         "GitHub login needs both GITHUB_OAUTH_CLIENT_ID and GITHUB_OAUTH_CLIENT_SECRET",
     )
+# Single sign-on with OpenID Connect; each may also be set on Settings › Sign-in (these win).
+OIDC_NAME = env.env_str("INSPECT_OIDC_NAME")
+OIDC_SERVER_URL = env.env_str("INSPECT_OIDC_SERVER_URL")
+OIDC_CLIENT_ID = env.env_str("INSPECT_OIDC_CLIENT_ID")
+OIDC_CLIENT_SECRET = env.env_str("INSPECT_OIDC_CLIENT_SECRET")
+SSO_ALLOWED_DOMAINS = env.env_str("INSPECT_SSO_ALLOWED_DOMAINS")
+SSO_DEFAULT_ROLE = env.env_str("INSPECT_SSO_DEFAULT_ROLE")
+SSO_DEFAULT_REPOSITORIES = env.env_str("INSPECT_SSO_DEFAULT_REPOSITORIES")
+LOCAL_PASSWORDS_OFF = "1" if env.env_bool("INSPECT_LOCAL_PASSWORDS_OFF", False) else ""
+# Break-glass while local passwords are off: "superuser" lets active superusers (the `admin`
+# that ensure_admin creates) still log in with a password.
+LOCAL_LOGIN = env.env_str("INSPECT_LOCAL_LOGIN")
+if LOCAL_LOGIN not in ("", "superuser"):
+    raise env.ConfigError("INSPECT_LOCAL_LOGIN", "is either unset or 'superuser'")
+# The apps themselves (client ids and secrets) come from accounts.identity's adapter, which reads
+# the environment above or the settings page at run time.
+SOCIALACCOUNT_PROVIDERS: dict = {
+    # `repo` lets PRs be opened as the prompting user (so they cannot approve their own).
+    "github": {"SCOPE": ["read:user", "user:email", "repo"]},
+    "openid_connect": {"OAUTH_PKCE_ENABLED": True},
+}
 
 # The PR-opening token of a user who logged in with GitHub: stored only encrypted, so only when
 # INSPECT_SECRETS_KEY is set (approvals.oauth_tokens).
