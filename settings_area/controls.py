@@ -33,6 +33,9 @@ class PolicyForm(forms.Form):
         widget=forms.Textarea(attrs={"rows": 8, "spellcheck": "false", "class": "code"}),
     )
 
+    def clean_text(self) -> str:
+        return self.cleaned_data["text"].replace("\r\n", "\n")  # a browser's line ends
+
 
 class EgressForm(forms.Form):
     mode = forms.ChoiceField(

@@ -43,6 +43,15 @@ class RecipeForm(forms.Form):
         widget=forms.Textarea(attrs={"rows": 16, "spellcheck": "false", "class": "code"}),
     )
 
+    def clean_text(self) -> str:
+        return _lines(self.cleaned_data["text"])
+
+
+def _lines(text: str) -> str:
+    """A browser sends a textarea's lines ending in CRLF; the recipe is stored as the CLI
+    stores it."""
+    return text.replace("\r\n", "\n")
+
 
 def _check(text: str, repository: Repository) -> dict:
     """What the editor says about `text`: the parser's error (with its position), or what
@@ -110,9 +119,12 @@ def recipe_page(request: HttpRequest, name: str) -> HttpResponse:
         form = RecipeForm(initial={"text": repository.recipe_override})
         return render(request, "settings_area/recipe.html", _context(repository, form))
     form = RecipeForm(request.POST)
-    text = form.data.get("text", "") if form.is_valid() else ""
+    if not form.is_valid():
+        return render(request, "settings_area/recipe.html", _context(repository, form), status=400)
     try:
-        pending = recipe_override_set(repository=repository, text=text, by=request.user)
+        pending = recipe_override_set(
+            repository=repository, text=form.cleaned_data["text"], by=request.user
+        )
     except RecipeError as exc:
         context = _context(repository, form, {"ok": False, "error": exc})
         return render(request, "settings_area/recipe.html", context, status=400)
@@ -132,7 +144,7 @@ def recipe_page(request: HttpRequest, name: str) -> HttpResponse:
 @require_POST
 def recipe_validate(request: HttpRequest, name: str) -> HttpResponse:
     repository = repository_for_settings(request.user, name)
-    check = _check(request.POST.get("text", ""), repository)
+    check = _check(_lines(request.POST.get("text", "")), repository)
     return render(request, "settings_area/recipe_check.html", {"check": check, "oob": True})
 
 
