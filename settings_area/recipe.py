@@ -92,7 +92,6 @@ def _context(repository: Repository, form: RecipeForm, check: dict | None = None
         "check": check,
         "building": building,
         "poll": POLL,
-        "since": f"{time.time():.3f}",
     }
 
 

@@ -179,7 +179,10 @@ def secret_put(command, options) -> int:
 
 def secret_list(command, options) -> int:
     for row in RepositorySecret.objects.filter(repository=repository_named(options["repo"])):
-        command.stdout.write(f"{row.name}  {row.scope}  updated {row.updated_at:%Y-%m-%d %H:%M}")
+        used = f"{row.last_used_at:%Y-%m-%d %H:%M}" if row.last_used_at else "never"
+        command.stdout.write(
+            f"{row.name}  {row.scope}  updated {row.updated_at:%Y-%m-%d %H:%M}  last used {used}"
+        )
     return 0
 
 

@@ -76,7 +76,7 @@ def recipe_in_force(repository: Repository, file: RecipeFile) -> RecipeInForce:
         return RecipeInForce(text, source, None, exc)
 
 
-_EGRESS_LINE = re.compile(r"^\s*egress\s*=")
+_EGRESS_LINE = re.compile(r"^\s*egress\s*[.=]")  # `egress = {…}` or `egress.mode = …`
 _TABLE_LINE = re.compile(r"^\s*\[")
 _EGRESS_TABLE = re.compile(r"^\s*\[\s*egress\s*\]")
 
@@ -99,8 +99,11 @@ def with_egress(text: str, policy: NetworkPolicy) -> str:
     first_table = next((i for i, line in enumerate(kept) if _TABLE_LINE.match(line)), len(kept))
     kept.insert(first_table, egress + " }")
     result = "\n".join(kept).strip("\n") + "\n"
-    after = parse_recipe(result, where=OVERRIDE_SOURCE)
-    if after.egress != policy or _without_egress(after) != _without_egress(before):
+    try:
+        after = parse_recipe(result, where=OVERRIDE_SOURCE)
+    except RecipeError:
+        after = None
+    if after is None or after.egress != policy or _without_egress(after) != _without_egress(before):
         raise RecipeError(
             "the recipe's egress is written in a way this page cannot change safely; "
             "edit it on the Recipe page"

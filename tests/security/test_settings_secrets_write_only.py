@@ -1,6 +1,7 @@
 """Attack: read a repository secret back from the settings area. A value typed on the secrets
 page must never come back: not on the page, not in the form re-shown after an error, not in a
-message, not in the audit log — not even its length."""
+message, not in the audit log — not even its length — nor in the build log the recipe page
+shows live."""
 
 from __future__ import annotations
 
@@ -8,6 +9,9 @@ import pytest
 from django.test import Client
 
 from approvals.models import AuditEntry, RepositorySecret
+from approvals.secrets import secret_set
+from inspect_web.redis_client import get_redis
+from snapshots.build import snapshot_build
 
 pytestmark = pytest.mark.django_db
 
@@ -60,3 +64,27 @@ def test_audit_entries_name_the_secret_never_its_value(team):
     for entry in entries:
         assert VALUE not in repr(entry.data) and VALUE not in str(entry.object_id)
         assert entry.data.get("name") == "DEPLOY_KEY"
+
+
+def test_the_live_build_log_never_holds_a_secret(team, make_git_repo):
+    upstream = make_git_repo(
+        files={".inspect/environment.toml": 'setup = ["echo token=$DEPLOY_KEY"]\n'}
+    )
+    team.repository.url = str(upstream.path)
+    team.repository.save()
+    secret_set(repository=team.repository, name="DEPLOY_KEY", value=VALUE, by=team.admin)
+    snapshot = snapshot_build(team.repository)
+    assert snapshot.state == "ready", snapshot.error
+    stored = get_redis().lrange(f"inspect:snapshot-build-log:{snapshot.pk}", 0, -1)
+    assert any(b"token=[redacted]" in line for line in stored)
+    assert not any(VALUE.encode() in line for line in stored)
+    html = (
+        _admin(team)
+        .get(
+            "/settings/repositories/widgets/recipe/build/log/",
+            {"snapshot": snapshot.pk, "after": 0},
+        )
+        .content.decode()
+    )
+    assert "token=[redacted]" in html
+    _assert_absent(html)

@@ -95,3 +95,12 @@ def test_last_used_is_set_when_a_command_is_given_the_secrets(team):
 def test_the_value_field_is_a_password_input_never_filled(team):
     page = _client(team.admin).get(URL + "?name=NOPE").content.decode()
     assert 'type="password" name="value"' in page and 'autocomplete="new-password"' in page
+
+
+def test_the_cli_lists_when_each_secret_was_last_used(team, inspect_cli):
+    secret_set(repository=team.repository, name="NPM_TOKEN", value="value-one-123", by=team.admin)
+    code, out, _ = inspect_cli("secret", "list", "widgets")
+    assert code == 0 and "NPM_TOKEN  setup_start  updated " in out and "last used never" in out
+    secret_env(team.repository, scope="setup_start")
+    _, out, _ = inspect_cli("secret", "list", "widgets")
+    assert "last used never" not in out and "value-one-123" not in out
