@@ -10,7 +10,7 @@ import re
 from dataclasses import dataclass
 
 from snapshots import mirror
-from snapshots.models import Repository
+from snapshots.models import Repository, Snapshot
 from snapshots.recipe import RECIPE_MAX_BYTES, RECIPE_PATH, Recipe, RecipeError, parse_recipe
 from snapshots.sandbox import NetworkPolicy
 
@@ -32,7 +32,7 @@ def repository_recipe_file(repository: Repository) -> RecipeFile:
     path = mirror.mirror_path(repository.name)
     branch = repository.default_branch
     if not (path / "HEAD").exists():
-        return RecipeFile(None, "not fetched yet: the first build fetches the repository")
+        return _as_last_built(repository)
     try:
         entry = mirror.git("ls-tree", "-z", f"refs/heads/{branch}", "--", RECIPE_PATH, cwd=path)
     except mirror.MirrorError as exc:
@@ -50,6 +50,20 @@ def repository_recipe_file(repository: Repository) -> RecipeFile:
     except mirror.MirrorError as exc:
         return RecipeFile(None, f"cannot read {RECIPE_PATH}: {exc}")
     return RecipeFile(text, f"{RECIPE_PATH} on {branch}, as of the last fetch")
+
+
+def _as_last_built(repository: Repository) -> RecipeFile:
+    """Without a mirror here (not fetched yet, or kept by a worker on another machine): the
+    file as the newest snapshot built from it recorded it."""
+    built = (
+        Snapshot.objects.filter(repository=repository, recipe_source=RECIPE_PATH)
+        .exclude(recipe_toml="")
+        .order_by("-created_at")
+        .first()
+    )
+    if built is None:
+        return RecipeFile(None, "not fetched yet: the first build fetches the repository")
+    return RecipeFile(built.recipe_toml, f"{RECIPE_PATH} as snapshot {built.pk} was built from it")
 
 
 @dataclass(frozen=True)

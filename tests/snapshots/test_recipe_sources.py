@@ -6,8 +6,14 @@ from __future__ import annotations
 import pytest
 
 from snapshots import mirror
+from snapshots.models import Snapshot
 from snapshots.recipe import RecipeError, parse_recipe
-from snapshots.recipe_sources import recipe_in_force, repository_recipe_file, with_egress
+from snapshots.recipe_sources import (
+    OVERRIDE_SOURCE,
+    recipe_in_force,
+    repository_recipe_file,
+    with_egress,
+)
 from snapshots.sandbox import NetworkPolicy
 
 pytestmark = pytest.mark.django_db
@@ -79,3 +85,17 @@ def test_with_egress_refuses_what_it_cannot_edit_safely():
         with_egress("setup = [\n", ALLOW)
     with pytest.raises(RecipeError, match="cannot change safely"):
         with_egress('setup = ["a"]\n"egress" = { mode = "open" }\n', ALLOW)
+
+
+def test_without_a_mirror_the_file_is_read_as_the_last_build_recorded_it(team):
+    assert repository_recipe_file(team.repository).text is None
+    Snapshot.objects.create(
+        repository=team.repository, branch="main", state="ready",
+        recipe_toml='setup = ["from-the-file"]\n', recipe_source=".inspect/environment.toml",
+    )  # fmt: skip
+    Snapshot.objects.create(
+        repository=team.repository, branch="main", state="ready",
+        recipe_toml='setup = ["from-the-dashboard"]\n', recipe_source=OVERRIDE_SOURCE,
+    )  # fmt: skip
+    file = repository_recipe_file(team.repository)
+    assert file.text == 'setup = ["from-the-file"]\n' and "as snapshot" in file.note
