@@ -172,17 +172,25 @@ def _preview(data: dict, where: str) -> Preview:
     if not isinstance(paths, list) or not all(
         isinstance(p, str) and p.startswith("/") for p in paths
     ):
-        raise RecipeError(f"{where}: preview.paths must be a list of paths starting with '/'")
+        raise RecipeError(
+            f"{where}: preview.paths must be a list of paths starting with '/'", key="preview.paths"
+        )
     window = data.get("window", [1280, 800])
     if (
         not isinstance(window, list)
         or len(window) != 2
         or not all(isinstance(v, int) and 100 <= v <= 4000 for v in window)
     ):
-        raise RecipeError(f"{where}: preview.window must be [width, height], 100 to 4000 pixels")
+        raise RecipeError(
+            f"{where}: preview.window must be [width, height], 100 to 4000 pixels",
+            key="preview.window",
+        )
     ready = data.get("ready_seconds", 60)
     if not isinstance(ready, int) or isinstance(ready, bool) or not 1 <= ready <= 600:
-        raise RecipeError(f"{where}: preview.ready_seconds must be a whole number from 1 to 600")
+        raise RecipeError(
+            f"{where}: preview.ready_seconds must be a whole number from 1 to 600",
+            key="preview.ready_seconds",
+        )
     return Preview(
         command=str(data["command"]),
         url=url,

@@ -32,6 +32,8 @@ def _error(text: str) -> RecipeError:
         ),
         ('[preview]\ncommand = "s"\nurl = "http://127.0.0.1:1/"\ncolour = 1\n', "line 4, column 1",
          "preview.colour"),
+        ('[preview]\ncommand = "s"\nurl = "http://127.0.0.1:1"\nwindow = [1]\n', "line 4, column 1",
+         "preview.window"),
         ('[agents]\nnot_a_cli = "1.0.0"\n', "line 2, column 1", "agents.not_a_cli"),
         ('start = [{ command = "x", secret = ["A"] }]\n', "line 1, column 1", "start"),
     ],
