@@ -28,7 +28,8 @@ def same_secrets_key(tmp_path, settings):
 
 def test_an_admin_adds_replaces_and_deletes_a_secret(same_secrets_key, login, team):
     page = login(team.admin)
-    page.on("dialog", lambda dialog: dialog.accept())
+    asked = []
+    page.on("dialog", lambda dialog: (asked.append(dialog.message), dialog.accept()))
     assert page.goto(URL).status == 200
     value = page.locator("#id_value")
     expect(value).to_have_attribute("type", "password")
@@ -66,5 +67,6 @@ def test_an_admin_adds_replaces_and_deletes_a_secret(same_secrets_key, login, te
 
     row.get_by_role("button", name="Delete NPM_TOKEN").click()
     expect(page.locator(".messages")).to_contain_text("Secret NPM_TOKEN of widgets deleted")
+    assert asked and asked[0].startswith("Delete the secret NPM_TOKEN?")
     expect(page.locator("#secret-NPM_TOKEN")).to_have_count(0)
     assert not RepositorySecret.objects.exists()
