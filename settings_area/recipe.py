@@ -192,8 +192,7 @@ def recipe_build_log(request: HttpRequest, name: str) -> HttpResponse:
             )
         context["status"] = "Queued: waiting for a worker…"
         return render(request, "settings_area/recipe_build_log.html", context)
-    # The state first: a build that ended has every line of its log in place.
-    snapshot.refresh_from_db(fields=["state", "error", "log"])
+    # The state is read before the lines: a build seen as ended has all its lines in place.
     lines = lines_after(snapshot, int(after))
     finished = snapshot.state != Snapshot.State.BUILDING
     context.update(
