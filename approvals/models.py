@@ -227,6 +227,9 @@ class RepositorySecret(models.Model):
         settings.AUTH_USER_MODEL, null=True, blank=True, on_delete=models.SET_NULL, related_name="+"
     )
     updated_at = models.DateTimeField(auto_now=True)
+    last_used_at = models.DateTimeField(
+        null=True, blank=True, help_text="When a build, start or agent command last got it."
+    )
 
     class Meta:
         constraints = [

@@ -18,6 +18,7 @@ import time
 from cryptography.fernet import InvalidToken
 from django.core.exceptions import ValidationError
 from django.db import transaction
+from django.utils import timezone
 
 from accounts import access, roles
 from approvals import audit
@@ -106,12 +107,20 @@ def _decrypt(rows) -> dict[str, str]:
 
 def secret_env(repository, *, scope: str) -> dict[str, str]:
     """The environment for a command: `setup_start` gets every secret, `agent` only those
-    marked for the agent. SecretsUnavailable if the repository has secrets and no key works."""
+    marked for the agent; each is marked as used now. SecretsUnavailable if the repository has
+    secrets and no key works."""
     rows = RepositorySecret.objects.filter(repository=repository).select_related("repository")
     if scope == Scope.AGENT:
         rows = rows.filter(scope=Scope.AGENT)
     rows = list(rows)
-    return _decrypt(rows) if rows else {}
+    if not rows:
+        return {}
+    values = _decrypt(rows)
+    # Handed to a command now: one UPDATE for all of them (the settings page shows it).
+    RepositorySecret.objects.filter(pk__in=[row.pk for row in rows]).update(
+        last_used_at=timezone.now()
+    )
+    return values
 
 
 def secret_values(repository_id: int) -> list[str]:

@@ -28,6 +28,7 @@ from inspect_web.redis_client import get_redis
 from snapshots import agent_installs, mirror
 from snapshots.backends import sandbox_backend
 from snapshots.egress import as_json, egress_for_build
+from snapshots.live_log import LiveLog
 from snapshots.models import Repository, Snapshot
 from snapshots.recipe import (
     LOCKFILE_PATTERNS,
@@ -64,11 +65,14 @@ class BuildLog:
         self.dropped = 0
         self.echo = echo
         self.secrets: list[str] = []
+        self.live: LiveLog | None = None  # watched while it runs (the settings' "Build now")
 
     def write(self, line: str) -> None:
         line = redact(line, self.secrets)  # setup sees repository secrets; the log never does
         if self.echo:
             self.echo(line)
+        if self.live is not None:
+            self.live.append(line)
         if self.size < LOG_HEAD:
             self.head.append(line)
             self.size += len(line) + 1
@@ -120,6 +124,7 @@ def _build(repository: Repository, branch: str, build_log: BuildLog) -> Snapshot
     snapshot = Snapshot.objects.create(
         repository=repository, branch=branch, backend=backend.name, state=Snapshot.State.BUILDING
     )
+    build_log.live = LiveLog(snapshot.pk)
     workdir = settings.DATA_DIR / "builds" / str(snapshot.pk)
     started = time.monotonic()
     refs_to_drop = []

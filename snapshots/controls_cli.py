@@ -85,13 +85,14 @@ def policy_show(command, options) -> int:
     row = ApprovalPolicy.objects.filter(repository=repository).first()
     if row is None:
         command.stdout.write(f"# {repository.name} has no policy of its own; the default is:")
-        command.stdout.write(_default_policy_text())
+        command.stdout.write(default_policy_text())
     else:
         command.stdout.write(row.text.rstrip("\n"))
     return 0
 
 
-def _default_policy_text() -> str:
+def default_policy_text() -> str:
+    """The default policy as TOML (what `policy show` prints and the settings page starts from)."""
     p = DEFAULT_POLICY
 
     def strings(values) -> str:
@@ -178,7 +179,10 @@ def secret_put(command, options) -> int:
 
 def secret_list(command, options) -> int:
     for row in RepositorySecret.objects.filter(repository=repository_named(options["repo"])):
-        command.stdout.write(f"{row.name}  {row.scope}  updated {row.updated_at:%Y-%m-%d %H:%M}")
+        used = f"{row.last_used_at:%Y-%m-%d %H:%M}" if row.last_used_at else "never"
+        command.stdout.write(
+            f"{row.name}  {row.scope}  updated {row.updated_at:%Y-%m-%d %H:%M}  last used {used}"
+        )
     return 0
 
 

@@ -8,6 +8,8 @@ from __future__ import annotations
 
 import re
 import tomllib
+from collections.abc import Iterator
+from contextlib import contextmanager
 from dataclasses import dataclass, field
 from pathlib import Path
 
@@ -34,7 +36,27 @@ LOCKFILE_PATTERNS = (
 
 
 class RecipeError(ValueError):
-    """The recipe does not parse or has a wrong value; the message says where and what."""
+    """The recipe does not parse or has a wrong value; the message says where and what.
+    `key` names the key at fault ("preview.url"); `line` and `column` (from 1) point at it in
+    the text when known, so an editor can show them."""
+
+    def __init__(
+        self,
+        message: str,
+        *,
+        key: str | None = None,
+        line: int | None = None,
+        column: int | None = None,
+    ) -> None:
+        super().__init__(message)
+        self.key, self.line, self.column = key, line, column
+
+    @property
+    def position(self) -> str:
+        """ "line 3, column 1" ("" when unknown)."""
+        if self.line is None:
+            return ""
+        return f"line {self.line}, column {self.column or 1}"
 
 
 @dataclass(frozen=True)
@@ -137,28 +159,38 @@ def _preview(data: dict, where: str) -> Preview:
     if unknown:
         raise RecipeError(
             f"{where}: unknown key preview.{unknown[0]}; known keys are "
-            + ", ".join(sorted(_PREVIEW_KEYS))
+            + ", ".join(sorted(_PREVIEW_KEYS)),
+            key=f"preview.{unknown[0]}",
         )
     url = str(data["url"])
     if not url.startswith(("http://127.0.0.1:", "http://localhost:")):
         raise RecipeError(
-            f"{where}: preview.url must be http://127.0.0.1:PORT/ (the sandbox's own loopback)"
+            f"{where}: preview.url must be http://127.0.0.1:PORT/ (the sandbox's own loopback)",
+            key="preview.url",
         )
     paths = data.get("paths", ["/"])
     if not isinstance(paths, list) or not all(
         isinstance(p, str) and p.startswith("/") for p in paths
     ):
-        raise RecipeError(f"{where}: preview.paths must be a list of paths starting with '/'")
+        raise RecipeError(
+            f"{where}: preview.paths must be a list of paths starting with '/'", key="preview.paths"
+        )
     window = data.get("window", [1280, 800])
     if (
         not isinstance(window, list)
         or len(window) != 2
         or not all(isinstance(v, int) and 100 <= v <= 4000 for v in window)
     ):
-        raise RecipeError(f"{where}: preview.window must be [width, height], 100 to 4000 pixels")
+        raise RecipeError(
+            f"{where}: preview.window must be [width, height], 100 to 4000 pixels",
+            key="preview.window",
+        )
     ready = data.get("ready_seconds", 60)
     if not isinstance(ready, int) or isinstance(ready, bool) or not 1 <= ready <= 600:
-        raise RecipeError(f"{where}: preview.ready_seconds must be a whole number from 1 to 600")
+        raise RecipeError(
+            f"{where}: preview.ready_seconds must be a whole number from 1 to 600",
+            key="preview.ready_seconds",
+        )
     return Preview(
         command=str(data["command"]),
         url=url,
@@ -181,12 +213,14 @@ def _agents(data: object, where: str) -> tuple[tuple[str, str], ...]:
     for runtime, version in sorted(data.items()):
         if runtime not in agent_installs.PINNED:
             raise RecipeError(
-                f"{where}: unknown key agents.{runtime}; a recipe may pin the agent CLIs {known}"
+                f"{where}: unknown key agents.{runtime}; a recipe may pin the agent CLIs {known}",
+                key=f"agents.{runtime}",
             )
         example = agent_installs.PINNED[runtime].version
         if not isinstance(version, str):
             raise RecipeError(
-                f'{where}: agents.{runtime} must be a version string like "{example}"'
+                f'{where}: agents.{runtime} must be a version string like "{example}"',
+                key=f"agents.{runtime}",
             )
         try:
             agent_installs.check_version(runtime, version)
@@ -194,54 +228,135 @@ def _agents(data: object, where: str) -> tuple[tuple[str, str], ...]:
             raise RecipeError(
                 f"{where}: agents.{runtime}: {exc} (a release of "
                 f"{agent_installs.PINNED[runtime].package}"
-                f' on npm, e.g. "{example}", the version the platform pins)'
+                f' on npm, e.g. "{example}", the version the platform pins)',
+                key=f"agents.{runtime}",
             ) from None
         pins.append((runtime, version))
     return tuple(pins)
 
 
+_DECODE_POSITION = re.compile(r"\(at line (\d+), column (\d+)\)")
+
+
+@contextmanager
+def _key(name: str) -> Iterator[None]:
+    """Name `name` as the key at fault in a RecipeError raised inside, unless one is named."""
+    try:
+        yield
+    except RecipeError as exc:
+        if exc.key is None:
+            exc.key = name
+        raise
+
+
 def parse_recipe(text: str, *, where: str = RECIPE_PATH) -> Recipe:
-    """Parse recipe TOML. Raises RecipeError with the location of the problem."""
+    """Parse recipe TOML. Raises RecipeError with the location of the problem (its message,
+    and its `line` and `column` for a syntax error or a key at fault)."""
     try:
         data = tomllib.loads(text)
     except tomllib.TOMLDecodeError as exc:
-        raise RecipeError(f"{where} does not parse: {exc}") from None
+        found = _DECODE_POSITION.search(str(exc))
+        line, column = (int(found[1]), int(found[2])) if found else (None, None)
+        if line is None and "end of document" in str(exc):
+            line, column = max(1, len(text.splitlines())), 1
+        raise RecipeError(f"{where} does not parse: {exc}", line=line, column=column) from None
+    try:
+        return _recipe(data, where)
+    except RecipeError as exc:
+        if exc.line is None and exc.key:
+            exc.line, exc.column = locate_key(text, exc.key)
+        raise
+
+
+def _recipe(data: dict, where: str) -> Recipe:
     unknown = sorted(set(data) - _KEYS)
     if unknown:
         raise RecipeError(
-            f"{where}: unknown key {unknown[0]!r}; known keys are {', '.join(sorted(_KEYS))}"
+            f"{where}: unknown key {unknown[0]!r}; known keys are {', '.join(sorted(_KEYS))}",
+            key=unknown[0],
         )
     preview = data.get("preview")
     if preview is not None:
-        if not isinstance(preview, dict) or not {"command", "url"} <= set(preview):
-            raise RecipeError(f"{where}: 'preview' needs a command and a url")
-        preview = _preview(preview, where)
-    egress = data.get("egress", {"mode": "none"})
-    if not isinstance(egress, dict):
-        raise RecipeError(f"{where}: 'egress' must be a table like {{ mode = \"none\" }}")
-    try:
-        policy = NetworkPolicy(
-            mode=egress.get("mode", "none"), domains=tuple(egress.get("domains", ()))
-        )
-    except (ValueError, TypeError) as exc:
-        raise RecipeError(f"{where}: egress: {exc}") from None
+        with _key("preview"):
+            if not isinstance(preview, dict) or not {"command", "url"} <= set(preview):
+                raise RecipeError(f"{where}: 'preview' needs a command and a url")
+            preview = _preview(preview, where)
+    with _key("egress"):
+        egress = data.get("egress", {"mode": "none"})
+        if not isinstance(egress, dict):
+            raise RecipeError(f"{where}: 'egress' must be a table like {{ mode = \"none\" }}")
+        try:
+            policy = NetworkPolicy(
+                mode=egress.get("mode", "none"), domains=tuple(egress.get("domains", ()))
+            )
+        except (ValueError, TypeError) as exc:
+            raise RecipeError(f"{where}: egress: {exc}") from None
     refresh = data.get("refresh_minutes", 30)
     if not isinstance(refresh, int) or isinstance(refresh, bool) or not 1 <= refresh <= 7 * 24 * 60:
-        raise RecipeError(f"{where}: 'refresh_minutes' must be a whole number from 1 to 10080")
+        raise RecipeError(
+            f"{where}: 'refresh_minutes' must be a whole number from 1 to 10080",
+            key="refresh_minutes",
+        )
     ui = data.get("ui", [])
     if not isinstance(ui, list) or not all(isinstance(v, str) for v in ui):
-        raise RecipeError(f"{where}: 'ui' must be a list of glob strings")
+        raise RecipeError(f"{where}: 'ui' must be a list of glob strings", key="ui")
+    with _key("setup"):
+        setup = _commands(data, "setup", where)
+    with _key("start"):
+        start = _start_commands(data, where)
+    with _key("verify"):
+        verify = _commands(data, "verify", where)
+    with _key("agents"):
+        agents = _agents(data.get("agents", {}), where)
     return Recipe(
-        setup=_commands(data, "setup", where),
-        start=_start_commands(data, where),
-        verify=_commands(data, "verify", where),
+        setup=setup,
+        start=start,
+        verify=verify,
         preview=preview,
         ui=tuple(ui),
         egress=policy,
         refresh_minutes=refresh,
-        agents=_agents(data.get("agents", {}), where),
+        agents=agents,
         source=where,
     )
+
+
+_TABLE = re.compile(r"^\s*\[\s*([A-Za-z0-9_.\-\s\"]+?)\s*\]\s*(#.*)?$")
+_ASSIGNMENT = re.compile(r"^(\s*)([A-Za-z0-9_\-]+(?:\s*\.\s*[A-Za-z0-9_\-]+)*)\s*=")
+
+
+def locate_key(text: str, key: str) -> tuple[int | None, int | None]:
+    """Where `key` ("refresh_minutes", "preview.url") is written in recipe TOML: (line,
+    column) from 1, the nearest enclosing key's place when the key itself is not found, or
+    (None, None)."""
+    head, _, sub = key.partition(".")
+    table = ""
+    nearest: tuple[int | None, int | None] = (None, None)
+    for number, line in enumerate(text.splitlines(), 1):
+        header = _TABLE.match(line)
+        if header and not line.lstrip().startswith("[["):
+            table = "".join(header[1].split()).replace('"', "")
+            if table == key:
+                return number, line.index("[") + 1
+            if table == head and nearest[0] is None:
+                nearest = (number, line.index("[") + 1)
+            continue
+        assignment = _ASSIGNMENT.match(line)
+        if assignment is None:
+            continue
+        dotted = "".join(assignment[2].split())
+        full = f"{table}.{dotted}" if table else dotted
+        column = len(assignment[1]) + 1
+        if full == key:
+            return number, column
+        if full == head and sub:  # an inline table: point at the sub-key inside it
+            inside = re.search(rf"(?<![A-Za-z0-9_]){re.escape(sub)}\s*=", line[assignment.end() :])
+            if inside:
+                return number, assignment.end() + inside.start() + 1
+            nearest = (number, column)
+        elif full.startswith(key + ".") and nearest[0] is None:
+            nearest = (number, column)
+    return nearest
 
 
 def read_recipe_file(workspace: Path) -> str:
