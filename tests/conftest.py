@@ -153,6 +153,8 @@ def child_env(**extra: str) -> dict[str, str]:
         SECRET_KEY=settings.SECRET_KEY,
         # The same audit key, so entries the child writes verify here.
         INSPECT_AUDIT_KEY=settings.AUDIT_KEY.decode(),
+        # The same sealing key, so secrets sealed here are read there and the other way round.
+        INSPECT_SECRETS_KEY=settings.SECRETS_KEY,
         INSPECT_AUTO_PR="1" if settings.AUTO_PULL_REQUEST else "0",
     )
     env.update(extra)

@@ -19,14 +19,7 @@ def test_engineer_gets_403_and_a_non_member_404(login, team):
     assert login(team.outsider).goto(URL).status == 404
 
 
-@pytest.fixture
-def same_secrets_key(tmp_path, settings):
-    """The live server's data dir is tmp_path: give it this process's key (INSPECT_SECRETS_KEY
-    is not passed to child processes), so both read what the other sealed."""
-    (tmp_path / "secrets_key").write_text(settings.SECRETS_KEY)
-
-
-def test_an_admin_adds_replaces_and_deletes_a_secret(same_secrets_key, login, team):
+def test_an_admin_adds_replaces_and_deletes_a_secret(login, team):
     page = login(team.admin)
     asked = []
     page.on("dialog", lambda dialog: (asked.append(dialog.message), dialog.accept()))
