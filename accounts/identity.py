@@ -21,10 +21,30 @@ from django.core.management.base import CommandError
 from django.db.models import Exists, OuterRef, Q, QuerySet
 from django.http import HttpRequest, HttpResponse
 
+from accounts import invitations
+
 
 class AccountAdapter(DefaultAccountAdapter):
     def is_open_for_signup(self, request) -> bool:
-        return settings.OPEN_SIGNUP
+        # Closed signup still lets in the holder of an open invitation link (only them).
+        return settings.OPEN_SIGNUP or invitations.open_in_session(request) is not None
+
+    def save_user(self, request, user, form, commit: bool = True):
+        user = super().save_user(request, user, form, commit=False)
+        invitation = invitations.open_in_session(request)
+        if invitation is not None:
+            # The account gets the address the invitation was sent to, whatever was typed.
+            user.email = invitation.email
+        if commit:
+            user.save()
+        return user
+
+    def is_email_verified(self, request, email: str) -> bool:
+        # The invitation link was mailed to that address by an admin, who vouches for it.
+        invitation = invitations.open_in_session(request)
+        if invitation is not None and invitation.email.lower() == (email or "").lower():
+            return True
+        return super().is_email_verified(request, email)
 
 
 class SocialAccountAdapter(DefaultSocialAccountAdapter):
