@@ -1,6 +1,8 @@
 """A repository's members: the one set of actions behind Settings › People and
 `inspect member …`. Each validates, saves atomically and audits; a refusal (MemberRefused) says
-why and saves nothing.
+why and saves nothing. A membership's own entries (`membership.add`, `.role`, `.remove`) are
+written by approvals.signals on every save or delete, whoever makes it; the actions name their
+actor for them (`audit.acting_as`). Invitations are audited here.
 
 The rules: a repository always keeps an admin (removing or demoting the last one is refused);
 inviting someone already a member says so; an invitation by e-mail to an address no account has
@@ -81,14 +83,15 @@ def _audit(action: str, repository: Repository, by, object_id, data: dict) -> No
         action,
         actor=by,
         repository=repository,
-        object_type="membership",
+        object_type="invitation",
         object_id=object_id,
         data=data,
     )
 
 
 def member_add(repository: Repository, user, role: str, *, by) -> Membership:
-    """Make `user` a member with `role`; refused if they already are. Audited `member.add`."""
+    """Make `user` a member with `role`; refused if they already are. Audited
+    `membership.add`."""
     role = _role(role)
     with transaction.atomic():
         existing = Membership.objects.filter(repository=repository, user=user).first()
@@ -97,10 +100,8 @@ def member_add(repository: Repository, user, role: str, *, by) -> Membership:
                 f"{user.get_username()} is already a member of {repository.name} "
                 f"({existing.role}); change their role instead"
             )
-        membership = Membership.objects.create(repository=repository, user=user, role=role)
-        _audit(
-            "member.add", repository, by, membership.pk, {"user": user.get_username(), "role": role}
-        )
+        with audit.acting_as(by):  # approvals.signals writes `membership.add`
+            membership = Membership.objects.create(repository=repository, user=user, role=role)
     return membership
 
 
@@ -116,7 +117,8 @@ def _membership(repository: Repository, user) -> Membership:
 
 
 def member_set_role(repository: Repository, user, role: str, *, by) -> Membership:
-    """Change a member's role; demoting the last admin is refused. Audited `member.role`."""
+    """Change a member's role; demoting the last admin is refused. Audited
+    `membership.role`."""
     role = _role(role)
     with transaction.atomic():
         membership = _membership(repository, user)
@@ -130,20 +132,15 @@ def member_set_role(repository: Repository, user, role: str, *, by) -> Membershi
                 field="role",
             )
         membership.role = role
-        membership.save(update_fields=["role"])  # the signal closes sockets it no longer allows
-        _audit(
-            "member.role",
-            repository,
-            by,
-            membership.pk,
-            {"user": user.get_username(), "from": before, "to": role},
-        )
+        # Its signals audit the change and close the sockets the new role no longer allows.
+        with audit.acting_as(by):
+            membership.save(update_fields=["role"])
     return membership
 
 
 def member_remove(repository: Repository, user, *, by) -> None:
     """Remove a member; removing the last admin is refused. Their open websockets on the
-    repository's sessions close at once. Audited `member.remove`."""
+    repository's sessions close at once. Audited `membership.remove`."""
     with transaction.atomic():
         membership = _membership(repository, user)
         if membership.role == Role.ADMIN and not _admins_left_without(repository, membership):
@@ -152,16 +149,16 @@ def member_remove(repository: Repository, user, *, by) -> None:
                 "else an admin first",
                 field="user",
             )
-        pk, role = membership.pk, membership.role
-        membership.delete()  # the signal tells the user's sockets to re-check
-        _audit("member.remove", repository, by, pk, {"user": user.get_username(), "role": role})
+        # Its signals audit the removal and tell the user's sockets to re-check.
+        with audit.acting_as(by):
+            membership.delete()
 
 
 def invite(repository: Repository, who: str, role: str, *, by, base_url: str = "") -> Invited:
     """Invite by username or e-mail address. A username, or an address an account has
     verified, becomes a membership at once; any other address gets an invitation link (mailed,
     and returned once for whoever invited), replacing a pending one to the same address.
-    Audited as `member.add` or `invitation.create` (never with the token)."""
+    Audited as `membership.add` or `invitation.create` (never with the token)."""
     who = (who or "").strip()
     role = _role(role)
     if not who:
@@ -235,9 +232,10 @@ def invitation_accept(token: str, user) -> Membership:
         membership = Membership.objects.filter(repository=repository, user=user).first()
         joined = membership is None
         if joined:
-            membership = Membership.objects.create(
-                repository=repository, user=user, role=invitation.role
-            )
+            with audit.acting_as(user):  # approvals.signals writes `membership.add`
+                membership = Membership.objects.create(
+                    repository=repository, user=user, role=invitation.role
+                )
         invitation.accepted_at = timezone.now()
         invitation.accepted_by = user
         invitation.save(update_fields=["accepted_at", "accepted_by"])
@@ -245,7 +243,7 @@ def invitation_accept(token: str, user) -> Membership:
             "invitation.accept",
             repository,
             user,
-            membership.pk,
+            invitation.pk,
             {
                 "email": invitation.email,
                 "user": user.get_username(),
