@@ -27,6 +27,8 @@ from snapshots.models import Snapshot
 EXCLUDED = {
     "admin/": "Django admin: staff only, and its object ids are paths (`<path:object_id>`)",
     "accounts/": "allauth's sign-in, e-mail and password pages: keys of the visitor, no object",
+    "invitations/": "the link's token is its own credential (no object id); tested in "
+    "tests/settings_area/test_people.py",
 }
 # Which object fills a route's id, by the longest matching route prefix.
 FILL = {
@@ -44,17 +46,26 @@ FILL = {
     "metrics/review-time/": "pull_request",
     "budgets/": "budget",  # site admins only: 404 for anyone else
     "repositories/": "repository",
+    "settings/repositories/": "repository",
 }
 # A parameter that is not the object's id, by name: (for the object, for one that does not exist),
 # given the objects and which of them the route takes.
 OTHER = {
     "key": lambda o, what: ("0" * 32, "0" * 32),
     "name": lambda o, what: (
-        (o["attachment"].name,) * 2 if what == "attachment" else (o["artifact"],) * 2
+        (o["repository"].name, "no-such-repository")
+        if what == "repository"
+        else (o["attachment"].name,) * 2
+        if what == "attachment"
+        else (o["artifact"],) * 2
     ),
     "path": lambda o, what: ("index.html", "index.html"),
     "folder": lambda o, what: (o["attachment"].folder, "f" * 32),
     "request_pk": lambda o, what: (str(o["model_request"].pk), str(MISSING_ID)),
+    "user_id": lambda o, what: (
+        str(o["repository"].memberships.order_by("pk").first().user_id),
+        str(MISSING_ID),
+    ),
 }
 MISSING_ID = 987_654
 
