@@ -10,7 +10,7 @@ from rest_framework import status
 from rest_framework.response import Response
 from rest_framework.views import APIView
 
-from accounts import access
+from accounts import access, roles
 from accounts.models import Membership
 from api import serializers as s
 from api import tokens
@@ -22,6 +22,7 @@ from sessions.models import Event, Session
 from sessions.stream.read import events_after, serialize
 from snapshots.actions import snapshot_refresh_request
 from snapshots.models import Repository, Snapshot
+from snapshots.repositories import repository_archive, repository_set_branch
 
 
 def _query(serializer_class, request) -> dict:
@@ -98,6 +99,46 @@ class RepositoryListView(APIView):
         return Response(
             s.RepositorySerializer(repositories, many=True, context={"roles": role_of}).data
         )
+
+
+def _managed_repository(request, name: str) -> Repository:
+    repository = _repository(request, name)
+    access.require_repo_permission(request.user, repository, roles.MANAGE_REPOSITORY)
+    return repository
+
+
+def _repository_data(request, repository: Repository) -> dict:
+    role = Membership.objects.filter(user=request.user, repository=repository).values_list(
+        "role", flat=True
+    )
+    context = {"roles": {repository.pk: role.first()}}
+    return s.RepositorySerializer(repository, context=context).data
+
+
+class RepositoryBranchView(APIView):
+    @extend_schema(
+        request=s.RepositoryBranchSerializer,
+        responses={200: s.RepositorySerializer},
+        summary="Change a repository's default branch (repository admins; it must exist)",
+    )
+    def post(self, request, name: str):
+        repository = _managed_repository(request, name)
+        data = _body(s.RepositoryBranchSerializer, request)
+        repository = repository_set_branch(repository, data["branch"], by=request.user)
+        return Response(_repository_data(request, repository))
+
+
+class RepositoryArchiveView(APIView):
+    @extend_schema(
+        request=s.RepositoryArchiveSerializer,
+        responses={200: s.RepositorySerializer},
+        summary="Archive a repository (no new sessions or scheduled refreshes), or unarchive it",
+    )
+    def post(self, request, name: str):
+        repository = _managed_repository(request, name)
+        data = _body(s.RepositoryArchiveSerializer, request)
+        repository = repository_archive(repository, by=request.user, undo=not data["archived"])
+        return Response(_repository_data(request, repository))
 
 
 class SessionListView(APIView):
