@@ -26,8 +26,12 @@ from accounts import invitations
 
 class AccountAdapter(DefaultAccountAdapter):
     def is_open_for_signup(self, request) -> bool:
-        # Closed signup still lets in the holder of an open invitation link (only them).
-        return settings.OPEN_SIGNUP or invitations.open_in_session(request) is not None
+        # Closed sign-up still lets in the holder of an open invitation link, once: when an
+        # account has the invited address, that person signs in instead.
+        if settings.OPEN_SIGNUP:
+            return True
+        invitation = invitations.open_in_session(request)
+        return invitation is not None and not users_by_verified_email(invitation.email).exists()
 
     def save_user(self, request, user, form, commit: bool = True):
         user = super().save_user(request, user, form, commit=False)
