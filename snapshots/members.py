@@ -72,10 +72,10 @@ def _role(role: str) -> str:
 
 
 def _admins_left_without(repository: Repository, membership: Membership) -> int:
-    """The admins the repository keeps once `membership` stops being one (rows locked, so two
-    admins demoting each other at once cannot both succeed)."""
-    admins = Membership.objects.select_for_update().filter(repository=repository, role=Role.ADMIN)
-    return sum(1 for admin in admins if admin.pk != membership.pk)
+    """The admins the repository keeps once `membership` stops being one (read under
+    `_membership`'s lock)."""
+    admins = Membership.objects.filter(repository=repository, role=Role.ADMIN)
+    return admins.exclude(pk=membership.pk).count()
 
 
 def _audit(action: str, repository: Repository, by, object_id, data: dict) -> None:
@@ -106,9 +106,11 @@ def member_add(repository: Repository, user, role: str, *, by) -> Membership:
 
 
 def _membership(repository: Repository, user) -> Membership:
-    membership = (
-        Membership.objects.select_for_update().filter(repository=repository, user=user).first()
-    )
+    """`user`'s membership, with the repository's row locked first: changes to one repository's
+    members run one at a time, so two admins demoting each other at once cannot both succeed
+    (and cannot deadlock)."""
+    Repository.objects.select_for_update().filter(pk=repository.pk).first()
+    membership = Membership.objects.filter(repository=repository, user=user).first()
     if membership is None:
         raise MemberRefused(
             f"{user.get_username()} is not a member of {repository.name}", field="user"
