@@ -46,18 +46,14 @@ FILL = {
     "metrics/review-time/": "pull_request",
     "budgets/": "budget",  # site admins only: 404 for anyone else
     "repositories/": "repository",
-    "settings/repositories/": "repository",
+    "settings/repositories/": "repository",  # the settings area: admins of the repository
 }
 # A parameter that is not the object's id, by name: (for the object, for one that does not exist),
 # given the objects and which of them the route takes.
 OTHER = {
     "key": lambda o, what: ("0" * 32, "0" * 32),
     "name": lambda o, what: (
-        (o["repository"].name, "no-such-repository")
-        if what == "repository"
-        else (o["attachment"].name,) * 2
-        if what == "attachment"
-        else (o["artifact"],) * 2
+        (o["attachment"].name,) * 2 if what == "attachment" else (o["artifact"],) * 2
     ),
     "path": lambda o, what: ("index.html", "index.html"),
     "folder": lambda o, what: (o["attachment"].folder, "f" * 32),
@@ -105,7 +101,9 @@ def _fill(route: Route, objects: dict) -> tuple[str, str]:
     real, missing = [], []
     url = route.route.replace("^", "").replace("$", "")
     for param in route.params:
-        if param in OTHER:
+        if what == "repository" and param in ("name", "repository"):
+            values = (objects["repository"].name, "no-such-repository")
+        elif param in OTHER:
             values = OTHER[param](objects, what)
         elif what == "repository":
             values = (objects["repository"].name, "no-such-repository")
