@@ -20,9 +20,9 @@ from approvals.models import ApprovalRequest
 from sessions import services
 from sessions.models import Event, Session
 from sessions.stream.read import events_after, serialize
+from snapshots import repositories as repository_actions
 from snapshots.actions import snapshot_refresh_request
 from snapshots.models import Repository, Snapshot
-from snapshots.repositories import repository_archive, repository_set_branch
 
 
 def _query(serializer_class, request) -> dict:
@@ -124,7 +124,9 @@ class RepositoryBranchView(APIView):
     def post(self, request, name: str):
         repository = _managed_repository(request, name)
         data = _body(s.RepositoryBranchSerializer, request)
-        repository = repository_set_branch(repository, data["branch"], by=request.user)
+        repository = repository_actions.repository_set_branch(
+            repository, data["branch"], by=request.user
+        )
         return Response(_repository_data(request, repository))
 
 
@@ -137,7 +139,9 @@ class RepositoryArchiveView(APIView):
     def post(self, request, name: str):
         repository = _managed_repository(request, name)
         data = _body(s.RepositoryArchiveSerializer, request)
-        repository = repository_archive(repository, by=request.user, undo=not data["archived"])
+        repository = repository_actions.repository_archive(
+            repository, by=request.user, undo=not data["archived"]
+        )
         return Response(_repository_data(request, repository))
 
 
