@@ -112,6 +112,8 @@ posted_pr  # variable (integrations/models.py:57)
 closed_at  # variable (sessions/models.py:241)
 received_at  # variable (sessions/models.py:302)
 egress_approved_at  # variable (snapshots/models.py:50)
+_.accepted_at  # attribute (snapshots/members.py: an Invitation field, read by accounts/)
+_.accepted_by  # attribute (snapshots/members.py: an Invitation field, kept for the record)
 
 # Event payload keys (TypedDict fields of sessions/event_kinds.py): written and read as JSON.
 sync_ms  # variable (sessions/event_kinds.py:50)
@@ -129,6 +131,7 @@ urlpatterns  # variable (api/account_urls.py:5)
 
 # DRF: SerializerMethodField getters (get_<field>) and serializer fields.
 _.get_role  # method (api/serializers.py:26)
+_.get_archived  # method (api/serializers.py)
 _.get_author  # method (api/serializers.py:38)
 _.get_url  # method (api/serializers.py:67)
 _.get_busy  # method (api/serializers.py:72)

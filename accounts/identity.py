@@ -33,7 +33,7 @@ from django.db.models import Exists, OuterRef, Q, QuerySet
 from django.http import HttpRequest, HttpResponse
 from django.shortcuts import redirect
 
-from accounts import social_apps
+from accounts import invitations, social_apps
 from accounts.models import Membership
 
 PASSWORDS_OFF_MESSAGE = "Password sign-in is off on this site: use the single sign-on button."
@@ -41,7 +41,14 @@ PASSWORDS_OFF_MESSAGE = "Password sign-in is off on this site: use the single si
 
 class AccountAdapter(DefaultAccountAdapter):
     def is_open_for_signup(self, request) -> bool:
-        return settings.OPEN_SIGNUP and not social_apps.passwords_off()
+        if social_apps.passwords_off():
+            return False
+        # Closed sign-up still lets in the holder of an open invitation link, once: when an
+        # account has the invited address, that person signs in instead.
+        if settings.OPEN_SIGNUP:
+            return True
+        invitation = invitations.open_in_session(request)
+        return invitation is not None and not users_by_verified_email(invitation.email).exists()
 
     def authenticate(self, request: HttpRequest, **credentials):
         user = super().authenticate(request, **credentials)
@@ -49,6 +56,23 @@ class AccountAdapter(DefaultAccountAdapter):
             # Say why on the form, rather than "wrong password" for a right one.
             raise forms.ValidationError(PASSWORDS_OFF_MESSAGE)
         return user
+
+    def save_user(self, request, user, form, commit: bool = True):
+        user = super().save_user(request, user, form, commit=False)
+        invitation = invitations.open_in_session(request)
+        if invitation is not None:
+            # The account gets the address the invitation was sent to, whatever was typed.
+            user.email = invitation.email
+        if commit:
+            user.save()
+        return user
+
+    def is_email_verified(self, request, email: str) -> bool:
+        # The invitation link was mailed to that address by an admin, who vouches for it.
+        invitation = invitations.open_in_session(request)
+        if invitation is not None and invitation.email.lower() == (email or "").lower():
+            return True
+        return super().is_email_verified(request, email)
 
 
 class PasswordsOffBackend(BaseBackend):

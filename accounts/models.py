@@ -35,3 +35,39 @@ class Membership(models.Model):
 
     def __str__(self) -> str:
         return f"{self.user} is {self.role} on {self.repository}"
+
+
+class Invitation(models.Model):
+    """An invitation to join a repository with a role, sent to an e-mail address that has no
+    account yet. Only the token's SHA-256 is stored: the link is shown once to the admin who
+    invited and mailed to the address. Created and accepted by snapshots.members (audited)."""
+
+    repository = models.ForeignKey(
+        "snapshots.Repository", on_delete=models.CASCADE, related_name="invitations"
+    )
+    email = models.EmailField()
+    role = models.CharField(max_length=20, choices=Role.choices, default=Role.ENGINEER)
+    token_hash = models.CharField(max_length=64, unique=True)
+    invited_by = models.ForeignKey(
+        settings.AUTH_USER_MODEL,
+        null=True,
+        blank=True,
+        on_delete=models.SET_NULL,
+        related_name="invitations_sent",
+    )
+    created_at = models.DateTimeField(auto_now_add=True)
+    expires = models.DateTimeField()
+    accepted_at = models.DateTimeField(null=True, blank=True)
+    accepted_by = models.ForeignKey(
+        settings.AUTH_USER_MODEL,
+        null=True,
+        blank=True,
+        on_delete=models.SET_NULL,
+        related_name="invitations_accepted",
+    )
+
+    class Meta:
+        ordering = ["-created_at"]
+
+    def __str__(self) -> str:
+        return f"{self.email} invited to {self.repository} as {self.role}"

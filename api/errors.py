@@ -11,6 +11,7 @@ from rest_framework.views import exception_handler as drf_exception_handler
 
 from approvals.gate import ApprovalError
 from sessions.services import SessionError
+from snapshots.repositories import RepositoryRefused
 
 
 class ErrorSerializer(serializers.Serializer):
@@ -44,6 +45,8 @@ def exception_handler(exc, context):
         exc = exceptions.NotFound(str(exc) or None)
     elif isinstance(exc, SessionError | ApprovalError):
         exc = exceptions.ValidationError(str(exc))
+    elif isinstance(exc, RepositoryRefused):
+        exc = exceptions.ValidationError({exc.field: [str(exc)]})
     response = drf_exception_handler(exc, context)
     if response is None:
         return None

@@ -19,13 +19,34 @@ def _username(user) -> str | None:
 
 class RepositorySerializer(serializers.ModelSerializer):
     role = serializers.SerializerMethodField()
+    archived = serializers.SerializerMethodField()
 
     class Meta:
         model = Repository
-        fields = ["name", "url", "default_branch", "refresh_minutes", "role", "created_at"]
+        fields = [
+            "name",
+            "url",
+            "default_branch",
+            "refresh_minutes",
+            "role",
+            "archived",
+            "archived_at",
+            "created_at",
+        ]
 
     def get_role(self, repository) -> str | None:
         return self.context.get("roles", {}).get(repository.pk)
+
+    def get_archived(self, repository) -> bool:
+        return repository.archived_at is not None
+
+
+class RepositoryBranchSerializer(serializers.Serializer):
+    branch = serializers.CharField(max_length=200)
+
+
+class RepositoryArchiveSerializer(serializers.Serializer):
+    archived = serializers.BooleanField(default=True, help_text="false unarchives the repository")
 
 
 class RepositoryCreateSerializer(serializers.Serializer):

@@ -13,6 +13,16 @@ urlpatterns = [
         views.SnapshotRefreshView.as_view(),
         name="api-snapshot-refresh",
     ),
+    path(
+        "repositories/<str:name>/branch/",
+        views.RepositoryBranchView.as_view(),
+        name="api-repository-branch",
+    ),
+    path(
+        "repositories/<str:name>/archive/",
+        views.RepositoryArchiveView.as_view(),
+        name="api-repository-archive",
+    ),
     path("sessions/", views.SessionListView.as_view(), name="api-sessions"),
     path("sessions/<int:pk>/", views.SessionDetailView.as_view(), name="api-session"),
     path("sessions/<int:pk>/prompts/", views.SessionPromptView.as_view(), name="api-prompts"),

@@ -12,7 +12,7 @@ from rest_framework.exceptions import ValidationError
 from rest_framework.response import Response
 from rest_framework.views import APIView
 
-from accounts import access
+from accounts import access, roles
 from accounts.models import Membership
 from api import serializers as s
 from api import tokens
@@ -22,6 +22,7 @@ from approvals.models import ApprovalRequest
 from sessions import services
 from sessions.models import Event, Session
 from sessions.stream.read import events_after, serialize
+from snapshots import repositories as repository_actions
 from snapshots.actions import snapshot_refresh_request
 from snapshots.models import Repository, Snapshot
 from snapshots.repositories import RepositoryRefused, repository_add
@@ -124,6 +125,50 @@ class RepositoryListView(APIView):
             s.RepositorySerializer(repository, context={"roles": roles}).data,
             status=status.HTTP_201_CREATED,
         )
+
+
+def _managed_repository(request, name: str) -> Repository:
+    repository = _repository(request, name)
+    access.require_repo_permission(request.user, repository, roles.MANAGE_REPOSITORY)
+    return repository
+
+
+def _repository_data(request, repository: Repository) -> dict:
+    role = Membership.objects.filter(user=request.user, repository=repository).values_list(
+        "role", flat=True
+    )
+    context = {"roles": {repository.pk: role.first()}}
+    return s.RepositorySerializer(repository, context=context).data
+
+
+class RepositoryBranchView(APIView):
+    @extend_schema(
+        request=s.RepositoryBranchSerializer,
+        responses={200: s.RepositorySerializer},
+        summary="Change a repository's default branch (repository admins; it must exist)",
+    )
+    def post(self, request, name: str):
+        repository = _managed_repository(request, name)
+        data = _body(s.RepositoryBranchSerializer, request)
+        repository = repository_actions.repository_set_branch(
+            repository, data["branch"], by=request.user
+        )
+        return Response(_repository_data(request, repository))
+
+
+class RepositoryArchiveView(APIView):
+    @extend_schema(
+        request=s.RepositoryArchiveSerializer,
+        responses={200: s.RepositorySerializer},
+        summary="Archive a repository (no new sessions or scheduled refreshes), or unarchive it",
+    )
+    def post(self, request, name: str):
+        repository = _managed_repository(request, name)
+        data = _body(s.RepositoryArchiveSerializer, request)
+        repository = repository_actions.repository_archive(
+            repository, by=request.user, undo=not data["archived"]
+        )
+        return Response(_repository_data(request, repository))
 
 
 class SessionListView(APIView):

@@ -18,6 +18,7 @@ urlpatterns = [
     path("budgets/", include("gateway.urls")),  # model budgets (site admins)
     path("repositories/", include("gateway.policy_urls")),  # allowed models per repository
     path("settings/", include("settings_area.urls")),  # the team's settings (admins)
+    path("invitations/", include("settings_area.invitations")),  # an invitation link's page
     path("api/", include("api.urls")),
     path("slack/", include("integrations.urls")),
     path("webhooks/github/", github_views.webhook, name="github-webhook"),

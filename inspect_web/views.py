@@ -10,7 +10,7 @@ from settings_area.checklist import first_run_steps
 
 @login_required
 def home(request: HttpRequest) -> HttpResponse:
-    repositories = access.repositories_for(request.user)
+    repositories = access.repositories_for(request.user).filter(archived_at__isnull=True)
     recent = access.visible_to(request.user, Session.objects.select_related("repository"))[:10]
     return render(
         request,

@@ -16,6 +16,7 @@ from sessions.agents import AgentError, validate_agent
 from sessions.events import append_event
 from sessions.models import Prompt, Session, State
 from snapshots.models import Repository
+from snapshots.repositories import archived_refusal
 
 MAX_PROMPT_BYTES = 100_000
 STOP_KEY = "inspect:stop:{}"
@@ -95,6 +96,8 @@ def session_create(
 ) -> Session:
     """Start a session with its first prompt; the turn is queued for a worker after commit."""
     access.require_repo_permission(creator, repository, roles.START_SESSION)
+    if refusal := archived_refusal(repository):
+        raise SessionError(refusal)
     text = _check_prompt(prompt)
     agent = agent or default_agent(repository, agent_command=agent_command)
     try:

@@ -70,7 +70,9 @@ def session_list(request: HttpRequest) -> HttpResponse:
 
 @login_required
 def session_new(request: HttpRequest) -> HttpResponse:
-    repositories = access.repositories_for(request.user, permission=roles.START_SESSION)
+    repositories = access.repositories_for(request.user, permission=roles.START_SESSION).filter(
+        archived_at__isnull=True
+    )
     form = NewSessionForm(request.POST or None, request.FILES or None, repositories=repositories)
     if request.method == "POST" and form.is_valid():
         data = form.cleaned_data
@@ -101,7 +103,7 @@ def session_prewarm(request: HttpRequest) -> HttpResponse:
     """Typing in the prompt restores a sandbox for this user and repository ahead of time."""
     repository = (
         access.repositories_for(request.user, permission=roles.START_SESSION)
-        .filter(pk=request.POST.get("repository") or 0)
+        .filter(pk=request.POST.get("repository") or 0, archived_at__isnull=True)
         .first()
     )
     if repository is None:

@@ -9,14 +9,20 @@ import time
 from django.contrib.auth import get_user_model
 from django.core.management.base import CommandError
 
+from accounts.identity import user_named
 from accounts.models import Role
 from inspect_web.cli_args import command_parser
 from inspect_web.text import inert
-from snapshots import mirror
+from snapshots import members_cli, mirror
 from snapshots.build import snapshot_build
 from snapshots.garbage import collect_snapshot_garbage
 from snapshots.models import Repository, Snapshot
-from snapshots.repositories import RepositoryRefused, repository_add
+from snapshots.repositories import (
+    RepositoryRefused,
+    repository_add,
+    repository_archive,
+    repository_set_branch,
+)
 from snapshots.restore import NoSnapshot, restore_sandbox
 from snapshots.sandbox import SandboxError
 
@@ -42,6 +48,19 @@ def register(areas, command) -> None:
     command_parser(repo, "list", repo_list, "list repositories").add_argument(
         "--json", action="store_true"
     )
+    branch = command_parser(
+        repo, "branch", repo_branch, "change the branch new sessions and builds start from"
+    )
+    branch.add_argument("name")
+    branch.add_argument("branch")
+    branch.add_argument("--as", dest="as_user", metavar="USER")
+    archive = command_parser(
+        repo, "archive", repo_archive, "archive a repository (no new sessions or refreshes)"
+    )
+    archive.add_argument("name")
+    archive.add_argument("--undo", action="store_true", help="unarchive it")
+    archive.add_argument("--as", dest="as_user", metavar="USER")
+    members_cli.register(areas, command)
 
     snapshot = areas.add_parser("snapshot", help="repository snapshots").add_subparsers(
         dest="action", metavar="ACTION", required=True
@@ -98,6 +117,26 @@ def repo_add(command, options) -> int:
     return 0
 
 
+def repo_branch(command, options) -> int:
+    repository = repository_named(options["name"])
+    try:
+        repository_set_branch(repository, options["branch"], by=user_named(options["as_user"]))
+    except RepositoryRefused as exc:
+        raise CommandError(
+            f"{exc}; the default branch is still {repository.default_branch}"
+        ) from None
+    command.stdout.write(f"{repository.name}: new sessions start from {options['branch']}")
+    return 0
+
+
+def repo_archive(command, options) -> int:
+    repository = repository_named(options["name"])
+    undo = options["undo"]
+    repository_archive(repository, by=user_named(options["as_user"]), undo=undo)
+    command.stdout.write(f"{repository.name} is {'active' if undo else 'archived'}")
+    return 0
+
+
 def _members(specs: list[str]):
     users = get_user_model()
     if not specs:
@@ -117,13 +156,20 @@ def _members(specs: list[str]):
 
 def repo_list(command, options) -> int:
     rows = [
-        {"name": r.name, "url": r.url, "branch": r.default_branch} for r in Repository.objects.all()
+        {
+            "name": r.name,
+            "url": r.url,
+            "branch": r.default_branch,
+            "archived": r.archived_at is not None,
+        }
+        for r in Repository.objects.all()
     ]
     if options["json"]:
         command.stdout.write(json.dumps(rows))
     else:
         for row in rows:
-            command.stdout.write(f"{row['name']:<24} {row['branch']:<16} {row['url']}")
+            archived = " (archived)" if row["archived"] else ""
+            command.stdout.write(f"{row['name']:<24} {row['branch']:<16} {row['url']}{archived}")
     return 0
 
 

@@ -45,6 +45,9 @@ class Repository(models.Model):
         help_text="Model names (or prefixes ending in *) the gateway lets this repository's "
         "agents use; empty: any.",
     )
+    # Archived: no new sessions, no scheduled refreshes, hidden from New task and the dashboard;
+    # its sessions, snapshots and audit entries stay (snapshots.repositories.repository_archive).
+    archived_at = models.DateTimeField(null=True, blank=True)
     created_at = models.DateTimeField(auto_now_add=True)
 
     class Meta:

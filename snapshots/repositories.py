@@ -1,6 +1,7 @@
-"""Adding a repository: the one action behind `inspect repo add`, the settings page and the
-REST API. The URL is checked with git before anything is saved, and the default branch is the
-remote's own (`git ls-remote --symref HEAD`) unless one is given."""
+"""Adding, re-branching and archiving a repository: the one set of actions behind `inspect
+repo`, the settings page and the REST API. The URL is checked with git before anything is
+saved, and the default branch is the remote's own (`git ls-remote --symref HEAD`) unless one is
+given."""
 
 from __future__ import annotations
 
@@ -8,6 +9,7 @@ import subprocess
 
 from django.core.exceptions import ValidationError
 from django.db import transaction
+from django.utils import timezone
 
 from accounts.models import Membership, Role
 from approvals import audit
@@ -129,3 +131,63 @@ def repository_add(
             },
         )
     return candidate
+
+
+def repository_set_branch(
+    repository: Repository, branch: str, *, by, auth_env: dict[str, str] | None = None
+) -> Repository:
+    """Make `branch` the branch new sessions and builds start from, once git shows it exists
+    at the repository's URL. Audited as `repository.branch` (old and new)."""
+    branch = branch.strip()
+    if not branch:
+        raise RepositoryRefused("name a branch", field="branch")
+    check_branch(repository.url, branch, auth_env=auth_env)
+    with transaction.atomic():
+        locked = Repository.objects.select_for_update().get(pk=repository.pk)
+        before = locked.default_branch
+        if before == branch:
+            return locked
+        locked.default_branch = branch
+        locked.save(update_fields=["default_branch"])
+        audit.record(
+            "repository.branch",
+            actor=by,
+            repository=locked,
+            object_type="repository",
+            object_id=locked.pk,
+            data={"from": before, "to": branch},
+        )
+    repository.default_branch = branch
+    return locked
+
+
+def repository_archive(repository: Repository, *, by, undo: bool = False) -> Repository:
+    """Archive (or, with `undo`, unarchive) a repository: an archived one takes no new sessions
+    and no scheduled refreshes and is hidden from New task and the dashboard, while its history
+    stays. Audited as `repository.archive` / `repository.unarchive`; a no-op is not."""
+    with transaction.atomic():
+        locked = Repository.objects.select_for_update().get(pk=repository.pk)
+        if (locked.archived_at is None) == undo:
+            return locked
+        locked.archived_at = None if undo else timezone.now()
+        locked.save(update_fields=["archived_at"])
+        audit.record(
+            "repository.unarchive" if undo else "repository.archive",
+            actor=by,
+            repository=locked,
+            object_type="repository",
+            object_id=locked.pk,
+            data={},
+        )
+    repository.archived_at = locked.archived_at
+    return locked
+
+
+def archived_refusal(repository: Repository) -> str | None:
+    """Why nothing new may start in `repository` (None if it is not archived)."""
+    if repository.archived_at is None:
+        return None
+    return (
+        f"{repository.name} is archived: it takes no new sessions; an admin can unarchive it "
+        "in Settings › Repositories"
+    )

@@ -26,10 +26,13 @@ def refresh_snapshot(repository_id: int) -> int | None:
 
 @shared_task
 def refresh_due_snapshots() -> list[int]:
-    """Queue a build for every repository whose newest snapshot is older than its interval."""
+    """Queue a build for every repository whose newest snapshot is older than its interval
+    (archived repositories are not refreshed)."""
     due = []
     now = timezone.now()
-    repositories = Repository.objects.annotate(last=Max("snapshots__created_at"))
+    repositories = Repository.objects.filter(archived_at__isnull=True).annotate(
+        last=Max("snapshots__created_at")
+    )
     building = set(
         Snapshot.objects.filter(state=Snapshot.State.BUILDING).values_list(
             "repository_id", flat=True

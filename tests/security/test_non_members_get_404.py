@@ -27,6 +27,8 @@ from snapshots.models import Snapshot
 EXCLUDED = {
     "admin/": "Django admin: staff only, and its object ids are paths (`<path:object_id>`)",
     "accounts/": "allauth's sign-in, e-mail and password pages: keys of the visitor, no object",
+    "invitations/": "the link's token is its own credential (no object id); tested in "
+    "tests/settings_area/test_people.py",
 }
 # Which object fills a route's id, by the longest matching route prefix.
 FILL = {
@@ -56,6 +58,10 @@ OTHER = {
     "path": lambda o, what: ("index.html", "index.html"),
     "folder": lambda o, what: (o["attachment"].folder, "f" * 32),
     "request_pk": lambda o, what: (str(o["model_request"].pk), str(MISSING_ID)),
+    "user_id": lambda o, what: (
+        str(o["repository"].memberships.order_by("pk").first().user_id),
+        str(MISSING_ID),
+    ),
 }
 MISSING_ID = 987_654
 
