@@ -88,7 +88,7 @@ def _page(request: HttpRequest, *, connect=None, add=None, add_error=None, statu
             "configured": app_settings.app_configured(),
             "overridden": manifest.overridden(),
             "install_url": manifest.install_url(web_url=app_settings.web_url(), slug=slug),
-            "connect_form": connect or ConnectForm(),
+            "connect_form": connect or ConnectForm(initial={"web_url": app_settings.web_url()}),
             "installations": found,
             "unavailable": unavailable,
             "add_form": add,

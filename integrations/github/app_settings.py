@@ -82,10 +82,12 @@ def shown() -> list[Shown]:
         except SecretsUnavailable as exc:
             rows.append(Shown(item.name, item.label, f"stored, unreadable: {exc}", "settings page"))
             continue
-        value = current.value
+        value, source = current.value, current.source
         if item is API_URL:
             value = api_url()
+            if source == site_settings.DEFAULT and value != GITHUB_COM_API:
+                source = "default (the web URL's /api/v3)"
         if item.secret:
             value = "set" if value else "not set"
-        rows.append(Shown(item.name, item.label, value, current.source))
+        rows.append(Shown(item.name, item.label, value, source))
     return rows
