@@ -149,9 +149,72 @@ def installations() -> list[Installation]:
     return found
 
 
+def _installation_of(full_name: str) -> int:
+    """The App's installation on `full_name`; RepositoryRefused when it is not installed."""
+    url = f"{app_settings.api_url()}/repos/{full_name}/installation"
+    try:
+        jwt = _jwt()
+        response = httpx.get(url, headers={**HEADERS, "Authorization": jwt}, timeout=API_SECONDS)
+    except (InstallationsUnavailable, httpx.HTTPError) as exc:
+        raise RepositoryRefused(f"cannot ask GitHub about {full_name}: {exc}") from None
+    if response.status_code != 200:
+        raise RepositoryRefused(
+            f"the GitHub App is not installed on {full_name} ({response.status_code}: "
+            f"{_message(response)}); install it there, or give it access to this repository",
+            field="full_name",
+        )
+    return int(response.json()["id"])
+
+
+def add_and_link(
+    *,
+    name: str,
+    full_name: str,
+    url: str,
+    by,
+    branch: str | None = None,
+    installation_id: int | None = None,
+) -> Repository:
+    """Add repository `name` from `url`, which is `full_name` on GitHub, and link it there, in
+    one transaction: git reads it with an installation token for that one repository (so the
+    default branch is detected when `branch` is None). RepositoryRefused, nothing saved, when
+    it cannot be. The settings page and `inspect github link` both add through here."""
+    owner, _, repo_name = full_name.strip().strip("/").removesuffix(".git").partition("/")
+    if not owner or not repo_name or "/" in repo_name:
+        raise RepositoryRefused(f"{full_name!r} is not OWNER/NAME", field="full_name")
+    full_name = f"{owner}/{repo_name}"
+    if installation_id is None:
+        installation_id = _installation_of(full_name)
+    try:
+        token = _token(
+            installation_id,
+            {"repositories": [repo_name], "permissions": APP_PERMISSIONS},
+            what=full_name,
+        )
+    except InstallationsUnavailable as exc:
+        raise RepositoryRefused(str(exc), field="full_name") from None
+    with transaction.atomic():
+        repository = repository_add(
+            name=name, url=url, by=by, branch=branch, auth_env=git_auth_env(token)
+        )
+        try:
+            link = repository_link_github(repository=repository, full_name=full_name)
+        except CodeHostError as exc:
+            raise RepositoryRefused(str(exc), field="full_name") from None
+        audit.record(
+            "github.link",
+            actor=by,
+            repository=repository,
+            object_type="repository",
+            object_id=repository.pk,
+            data={"full_name": link.full_name, "installation_id": link.installation_id},
+        )
+    return repository
+
+
 def add_installed_repository(*, installation_id: int, full_name: str, name: str, by) -> Repository:
-    """Add `full_name`, which installation `installation_id` can read, as repository `name`
-    linked to it; RepositoryRefused, with nothing saved, when it cannot be."""
+    """Add `full_name`, which installation `installation_id` can read (as GitHub lists it), as
+    repository `name` linked to it; RepositoryRefused, with nothing saved, when it cannot be."""
     try:
         listed = _repositories(installation_id)
     except InstallationsUnavailable as exc:
@@ -163,31 +226,13 @@ def add_installed_repository(*, installation_id: int, full_name: str, name: str,
             "access to that repository on GitHub first",
             field="full_name",
         )
-    try:
-        token = _token(
-            installation_id,
-            {"repositories": [chosen.name], "permissions": APP_PERMISSIONS},
-            what=chosen.full_name,
-        )
-    except InstallationsUnavailable as exc:
-        raise RepositoryRefused(str(exc), field="full_name") from None
-    with transaction.atomic():
-        repository = repository_add(
-            name=name, url=chosen.clone_url, by=by, auth_env=git_auth_env(token)
-        )
-        try:
-            link = repository_link_github(repository=repository, full_name=chosen.full_name)
-        except CodeHostError as exc:
-            raise RepositoryRefused(f"{exc}; {name} was not added", field="full_name") from None
-        audit.record(
-            "github.link",
-            actor=by,
-            repository=repository,
-            object_type="repository",
-            object_id=repository.pk,
-            data={"full_name": link.full_name, "installation_id": link.installation_id},
-        )
-    return repository
+    return add_and_link(
+        name=name,
+        full_name=chosen.full_name,
+        url=chosen.clone_url,
+        by=by,
+        installation_id=installation_id,
+    )
 
 
 def _message(response: httpx.Response) -> str:

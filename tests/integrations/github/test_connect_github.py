@@ -212,3 +212,21 @@ def test_only_site_admins_open_the_github_settings(client, team):
         assert client.post("/settings/github/connect/", start).status_code == 403
     client.logout()
     assert client.get("/settings/github/").status_code == 302  # to the login page
+
+
+def test_the_cli_adds_through_the_same_action(admin_client, bare_github, inspect_cli):
+    path, _ = connect(admin_client, bare_github)
+    admin_client.get(path)
+    app = next(iter(bare_github.apps.values()))
+    manifest_flow.install(bare_github, app.slug, "octo-org/gizmos")
+    site_settings.forget()
+    code, out, err = inspect_cli("github", "link", "gizmos", "octo-org/gizmos")
+    assert code == 0, err
+    # The clone URL from the stored web address; the default branch detected, not assumed.
+    assert f", {bare_github.url}/octo-org/gizmos.git, branch master)" in out
+    assert Repository.objects.get(name="gizmos").default_branch == "master"
+    assert AuditEntry.objects.filter(action="github.link", repository__name="gizmos").exists()
+    code, out, err = inspect_cli("github", "link", "other", "octo-org/nowhere")
+    assert code == 1 and "the GitHub App is not installed on octo-org/nowhere (404" in err
+    assert not Repository.objects.filter(name="other").exists()
+    assert bare_github.problems == []
