@@ -118,7 +118,7 @@ def github_connect(request: HttpRequest) -> HttpResponse:
     request.session[PENDING] = {
         "state": state,
         "web_url": web_url,
-        "api_url": app_settings.api_url_for(web_url),
+        "api_url": app_settings.api_url_to_connect(web_url),
         "user": request.user.pk,
         "started": time.time(),
     }

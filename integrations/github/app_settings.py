@@ -61,6 +61,14 @@ def api_url() -> str:
     return current.value.rstrip("/")
 
 
+def api_url_to_connect(web: str) -> str:
+    """The API a new App at `web` is converted with: the environment's when it pins one."""
+    current = site_settings.in_force(API_URL.name)
+    if current.source == site_settings.ENVIRONMENT:
+        return current.value.rstrip("/")
+    return api_url_for(web)
+
+
 def app_configured() -> bool:
     return bool(app_id() and private_key())
 

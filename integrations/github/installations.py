@@ -7,9 +7,11 @@ from __future__ import annotations
 from dataclasses import dataclass, field, replace
 
 import httpx
+import jwt
 from django.db import transaction
 
 from approvals import audit
+from inspect_web.sealing import SecretsUnavailable
 from integrations.github import app_settings
 from integrations.github.codehost import APP_PERMISSIONS, app_auth, repository_link_github
 from sessions.codehosts import CodeHostError, git_auth_env
@@ -77,7 +79,13 @@ def _jwt() -> str:
             "no GitHub App is configured: connect one on this page, or set GITHUB_APP_ID and "
             "GITHUB_APP_PRIVATE_KEY"
         )
-    return f"Bearer {app_auth().create_jwt()}"
+    try:
+        return f"Bearer {app_auth().create_jwt()}"
+    except (ValueError, TypeError, jwt.PyJWTError, SecretsUnavailable) as exc:  # bad id or key
+        raise InstallationsUnavailable(
+            f"the GitHub App's id and private key cannot make a token ({exc}); connect the App "
+            "again or fix GITHUB_APP_ID and GITHUB_APP_PRIVATE_KEY"
+        ) from None
 
 
 def _token(installation_id: int, body: dict, *, what: str) -> str:
@@ -153,8 +161,8 @@ def _installation_of(full_name: str) -> int:
     """The App's installation on `full_name`; RepositoryRefused when it is not installed."""
     url = f"{app_settings.api_url()}/repos/{full_name}/installation"
     try:
-        jwt = _jwt()
-        response = httpx.get(url, headers={**HEADERS, "Authorization": jwt}, timeout=API_SECONDS)
+        auth = _jwt()
+        response = httpx.get(url, headers={**HEADERS, "Authorization": auth}, timeout=API_SECONDS)
     except (InstallationsUnavailable, httpx.HTTPError) as exc:
         raise RepositoryRefused(f"cannot ask GitHub about {full_name}: {exc}") from None
     if response.status_code != 200:

@@ -177,7 +177,15 @@ def store_app(app: dict, *, web_url: str, api_url: str, by) -> ConnectedApp:
 def connect_app(code: str, *, web_url: str, api_url: str, by) -> ConnectedApp:
     """Convert GitHub's code and store the App; ConnectRefused, with nothing stored, when GitHub
     refuses."""
-    return store_app(convert(code, api_url=api_url), web_url=web_url, api_url=api_url, by=by)
+    app = convert(code, api_url=api_url)
+    try:
+        return store_app(app, web_url=web_url, api_url=api_url, by=by)
+    except SecretsUnavailable as exc:
+        raise ConnectRefused(
+            f"GitHub created the App {app['slug']} but its key and secrets cannot be stored "
+            f"encrypted here ({exc}); fix that, delete the App on GitHub "
+            f"({app.get('html_url') or app['slug']}) and connect again"
+        ) from None
 
 
 def overridden() -> list[str]:

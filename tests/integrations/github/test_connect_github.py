@@ -97,6 +97,9 @@ def test_install_then_add_a_repository_with_its_detected_branch(admin_client, ba
     page = admin_client.get("/settings/github/").content.decode()
     assert 'data-repository="octo-org/gizmos"' in page and "<td>master</td>" in page
     installation = bare_github.repo("octo-org/gizmos").installation
+    # Asked as GitHub Enterprise Server is: the API under /api/v3 of the web address.
+    assert bare_github.calls("GET", "/api/v3/app/installations")
+    assert bare_github.calls("GET", "/api/v3/installation/repositories")
 
     answer = admin_client.post(
         "/settings/github/add/",
@@ -230,3 +233,36 @@ def test_the_cli_adds_through_the_same_action(admin_client, bare_github, inspect
     assert code == 1 and "the GitHub App is not installed on octo-org/nowhere (404" in err
     assert not Repository.objects.filter(name="other").exists()
     assert bare_github.problems == []
+
+
+def test_an_api_url_pinned_by_the_environment_is_the_one_used(admin_client, bare_github, settings):
+    settings.GITHUB_API_URL = bare_github.url  # GitHub.com-shaped: the API at the root
+    path, _ = connect(admin_client, bare_github)
+    assert admin_client.get(path).status_code == 302
+    assert bare_github.calls("POST", r"/app-manifests/[^/]+/conversions")
+    assert not bare_github.calls("POST", r"/api/v3/.*")
+    assert stored()["GITHUB_API_URL"] == bare_github.url  # where this App lives
+    assert app_settings.api_url() == bare_github.url
+
+
+def test_secrets_that_cannot_be_sealed_store_nothing(admin_client, bare_github, settings):
+    path, _ = connect(admin_client, bare_github)
+    settings.SECRETS_KEY = ""
+    answer = admin_client.get(path)
+    assert answer.status_code == 400
+    app = next(iter(bare_github.apps.values()))
+    text = answer.content.decode()
+    assert f"GitHub created the App {app.slug} but its key and secrets cannot be stored" in text
+    assert "INSPECT_SECRETS_KEY is not set" in text
+    assert stored() == {}
+    assert not AuditEntry.objects.filter(action="github.app_connect").exists()
+
+
+def test_an_unusable_key_is_said_on_the_page(admin_client, settings):
+    settings.GITHUB_APP_ID = "12"
+    settings.GITHUB_APP_PRIVATE_KEY = (
+        "-----BEGIN RSA PRIVATE KEY-----\nnope\n-----END RSA PRIVATE KEY-----\n"
+    )
+    page = admin_client.get("/settings/github/")
+    assert page.status_code == 200
+    assert "the GitHub App&#x27;s id and private key cannot make a token" in page.content.decode()
