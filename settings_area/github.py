@@ -155,7 +155,7 @@ def github_callback(request: HttpRequest) -> HttpResponse:
     if (
         not isinstance(pending, dict)
         or not state
-        or not secrets.compare_digest(str(pending.get("state", "")), state)
+        or not secrets.compare_digest(str(pending.get("state", "")).encode(), state.encode())
         or pending.get("user") != request.user.pk
     ):
         return _refuse(

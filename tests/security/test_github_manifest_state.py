@@ -45,7 +45,8 @@ def test_a_forged_state_stores_nothing(team, bare_github):  # noqa: F811
     admin = client_of(team.admin)
     path = started(admin, bare_github)
     code = path.split("code=")[1].split("&")[0]
-    for forged in (f"/settings/github/callback/?code={code}&state=forged",
+    for forged in (f"/settings/github/callback/?code={code}&state=%C3%A9t%C3%A9",
+                   f"/settings/github/callback/?code={code}&state=forged",
                    f"/settings/github/callback/?code={code}"):  # fmt: skip
         answer = admin.get(forged)
         assert answer.status_code == 400
