@@ -73,9 +73,10 @@ class AddForm(forms.Form):
 
 
 def _page(request: HttpRequest, *, connect=None, add=None, add_error=None, status=200):
-    found, unavailable = [], ""
+    found, unavailable, app = [], "", None
     if app_settings.app_configured():
         try:
+            app = installations.the_app()
             found = installations.installations()
         except installations.InstallationsUnavailable as exc:
             unavailable = str(exc)
@@ -86,6 +87,7 @@ def _page(request: HttpRequest, *, connect=None, add=None, add_error=None, statu
         {
             "rows": app_settings.shown(),
             "configured": app_settings.app_configured(),
+            "app": app,
             "overridden": manifest.overridden(),
             "install_url": manifest.install_url(web_url=app_settings.web_url(), slug=slug),
             "connect_form": connect or ConnectForm(initial={"web_url": app_settings.web_url()}),

@@ -125,6 +125,23 @@ def _repositories(installation_id: int) -> list[InstalledRepository]:
     ]
 
 
+@dataclass(frozen=True)
+class AppOnGitHub:
+    name: str
+    owner: str
+    html_url: str
+
+
+def the_app() -> AppOnGitHub:
+    """What GitHub says about the App in force (`GET /app`), for the settings page."""
+    data = _get(f"{app_settings.api_url()}/app", auth=_jwt(), what="the App").json()
+    return AppOnGitHub(
+        name=data.get("name", ""),
+        owner=(data.get("owner") or {}).get("login", ""),
+        html_url=data.get("html_url", ""),
+    )
+
+
 def installations() -> list[Installation]:
     """The App's installations with the repositories each can read (an installation GitHub
     will not list carries its error). InstallationsUnavailable when the App cannot be asked."""

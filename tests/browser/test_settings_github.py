@@ -76,6 +76,7 @@ def test_connect_github_install_and_add_a_repository(
         page.locator(".messages").inner_text()
     )
     assert page.locator("tr[data-setting=GITHUB_APP_ID] td").first.inner_text() == str(app.id)
+    assert "Inspect Browser, owned by octocat" in page.locator(".github-app-owner").inner_text()
     assert page.locator("tr[data-setting=GITHUB_APP_ID] .source").inner_text() == "settings page"
     assert "PRIVATE KEY" not in page.content() and app.webhook_secret not in page.content()
     rows = dict(SiteSetting.objects.values_list("name", "value"))

@@ -249,6 +249,15 @@ class AppsMixin:
         return redirect(req, f"{self.url}/apps/{app.slug}")
 
     # -- REST ----------------------------------------------------------------------------------
+    def get_app(self, req, match, query, body):
+        """GET /app with the App's JWT: the App itself."""
+        app = self.authenticated_app(req)
+        if app is None:
+            return 401, {"message": "A JSON web token could not be decoded"}
+        return 200, {**self.app_json(app), "client_id": app.client_id or None,
+                     "installations_count": sum(1 for i in self.installations.values()
+                                                if i["app_id"] == app.id)}  # fmt: skip
+
     def list_installations(self, req, match, query, body):
         """GET /app/installations with the App's JWT."""
         app = self.authenticated_app(req)
@@ -332,6 +341,7 @@ WEB_ROUTES = [
 ]
 API_ROUTES = [
     ("POST", r"/app-manifests/(?P<code>[^/]+)/conversions", AppsMixin.conversions),
+    ("GET", r"/app", AppsMixin.get_app),
     ("GET", r"/app/installations", AppsMixin.list_installations),
     ("GET", r"/installation/repositories", AppsMixin.installation_repositories),
 ]
