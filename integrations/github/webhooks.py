@@ -32,6 +32,7 @@ from django.utils.dateparse import parse_datetime
 
 from accounts import access, roles
 from approvals import audit
+from inspect_web.sealing import SecretsUnavailable
 from integrations.github import app_settings
 from integrations.github.models import GitHubLink, WebhookDelivery
 from sessions import pulls
@@ -86,8 +87,19 @@ def webhook_receive(
     *, event: str, delivery_id: str, signature: str | None, body: bytes, content_type: str = ""
 ) -> Answer:
     """Verify, de-duplicate and apply one delivery; never raises for bad input."""
-    if not app_settings.webhook_secret():
-        return Answer(401, "GitHub webhooks are not configured here: set GITHUB_WEBHOOK_SECRET")
+    try:
+        configured = bool(app_settings.webhook_secret())
+    except SecretsUnavailable as exc:  # stored by Connect GitHub, but the key changed
+        log.error(
+            "GitHub webhook %s refused: the webhook secret cannot be read: %s", delivery_id, exc
+        )
+        return Answer(503, "the webhook secret stored here cannot be decrypted")
+    if not configured:
+        return Answer(
+            401,
+            "GitHub webhooks are not configured here: connect GitHub in Settings → GitHub or "
+            "set GITHUB_WEBHOOK_SECRET",
+        )
     if not signature_is_valid(body, signature):
         log.warning("GitHub webhook %s (%s) refused: bad or missing signature", delivery_id, event)
         return Answer(401, "the X-Hub-Signature-256 signature is missing or does not match")

@@ -23,8 +23,10 @@ def github_site(transactional_db, tmp_path, collected_static):
     """daphne sealing with this process's INSPECT_SECRETS_KEY, so both read what either
     stored."""
     (tmp_path / "static").symlink_to(collected_static, target_is_directory=True)
+    site_settings.forget()
     with running_daphne(tmp_path / "daphne.log", INSPECT_SECRETS_KEY=settings.SECRETS_KEY) as s:
         yield s.http_url.rstrip("/")
+    site_settings.forget()  # what this test stored is gone; so must be any cached read of it
 
 
 @pytest.fixture

@@ -17,6 +17,16 @@ REPO = "octo-org/widgets"
 RECIPE = 'setup = ["true"]\nverify = ["echo checked"]\n'
 
 
+@pytest.fixture(autouse=True)
+def fresh_site_settings():
+    """No stored GitHub setting read by one test is served from the cache to the next."""
+    from inspect_web import site_settings
+
+    site_settings.forget()
+    yield
+    site_settings.forget()
+
+
 def payload(name: str) -> dict:
     return json.loads((FIXTURES / f"{name}.json").read_text())
 

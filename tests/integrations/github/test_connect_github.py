@@ -266,3 +266,29 @@ def test_an_unusable_key_is_said_on_the_page(admin_client, settings):
     page = admin_client.get("/settings/github/")
     assert page.status_code == 200
     assert "the GitHub App&#x27;s id and private key cannot make a token" in page.content.decode()
+
+
+def test_a_webhook_secret_stored_by_the_flow_is_used_without_restart(client, team, settings):
+    """The webhook endpoint reads the stored secret at once (no restart, no environment)."""
+    from tests.integrations.github.conftest import sign
+
+    settings.GITHUB_WEBHOOK_SECRET = ""
+    site_settings.forget()
+    body = json.dumps({"zen": "Keep it logically awesome.", "hook_id": 1}).encode()
+    headers = {"X-GitHub-Event": "ping", "X-GitHub-Delivery": "d-1"}
+
+    def post(secret: str):
+        return client.post(
+            "/webhooks/github/", data=body, content_type="application/json",
+            headers={**headers, "X-Hub-Signature-256": sign(body, secret)},
+        )  # fmt: skip
+
+    assert post("stored-secret").status_code == 401  # nothing configured yet
+    site_settings.store("GITHUB_WEBHOOK_SECRET", "stored-secret", by=team.admin)
+    assert post("stored-secret").json() == {"outcome": "pong"}
+    assert post("another-secret").status_code == 401
+    settings.SECRETS_KEY = "k" * 44  # not the key it was sealed with
+    site_settings.forget()
+    answer = post("stored-secret")
+    assert answer.status_code == 503
+    assert answer.json() == {"outcome": "the webhook secret stored here cannot be decrypted"}
