@@ -22,6 +22,7 @@ from github import (
 )
 from github.GithubObject import NotSet
 
+from inspect_web.sealing import SecretsUnavailable
 from integrations.github import app_settings
 from integrations.github.models import GitHubLink
 from sessions.codehosts import (
@@ -60,7 +61,11 @@ class GitHubHost(LocalHost):
 
     # -- App authentication ------------------------------------------------------------
     def _app_auth(self) -> Auth.AppAuth:
-        if not app_settings.app_configured():
+        try:
+            configured = app_settings.app_configured()
+        except SecretsUnavailable as exc:  # stored by Connect GitHub, unreadable with this key
+            raise CodeHostError(f"the GitHub App's private key cannot be read: {exc}") from None
+        if not configured:
             raise CodeHostError(
                 f"{self.repository.name} is linked to GitHub ({self.link.full_name}) but no "
                 "GitHub App is configured: connect one in Settings → GitHub, or set GITHUB_APP_ID "
