@@ -414,6 +414,8 @@ if GITHUB_APP_PRIVATE_KEY and not GITHUB_APP_PRIVATE_KEY.lstrip().startswith("--
         ) from None
 GITHUB_APP_SLUG = env.env_str("GITHUB_APP_SLUG", "inspect-web")  # @mention name in comments
 GITHUB_API_URL = env.env_str("GITHUB_API_URL", "https://api.github.com").rstrip("/")
+# GitHub's web address (the App manifest flow, installation pages); GHES: https://HOST.
+GITHUB_WEB_URL = env.env_str("GITHUB_WEB_URL", "https://github.com").rstrip("/")
 GITHUB_WEBHOOK_SECRET = env.env_str("GITHUB_WEBHOOK_SECRET")
 # Open (then update) a pull request after every turn that changed something.
 AUTO_PULL_REQUEST = env.env_bool("INSPECT_AUTO_PR", True)

@@ -12,7 +12,6 @@ from datetime import UTC, datetime
 
 import httpx
 from allauth.socialaccount.models import SocialToken
-from django.conf import settings
 from django.db import transaction
 from github import (
     Auth,
@@ -23,6 +22,8 @@ from github import (
 )
 from github.GithubObject import NotSet
 
+from inspect_web.sealing import SecretsUnavailable
+from integrations.github import app_settings
 from integrations.github.models import GitHubLink
 from sessions.codehosts import (
     AlreadyMerged,
@@ -37,6 +38,11 @@ from snapshots.models import Repository
 # Only what publishing needs: push the branch, open and merge the pull request.
 APP_PERMISSIONS = {"contents": "write", "pull_requests": "write"}
 TOKEN_MARGIN_S = 120  # refresh an installation token this long before it expires
+
+
+def app_auth() -> Auth.AppAuth:
+    """The App's JWT authentication, with the id and key in force."""
+    return Auth.AppAuth(int(app_settings.app_id()), app_settings.private_key())
 
 
 class GitHubHost(LocalHost):
@@ -55,17 +61,22 @@ class GitHubHost(LocalHost):
 
     # -- App authentication ------------------------------------------------------------
     def _app_auth(self) -> Auth.AppAuth:
-        if not (settings.GITHUB_APP_ID and settings.GITHUB_APP_PRIVATE_KEY):
+        try:
+            configured = app_settings.app_configured()
+        except SecretsUnavailable as exc:  # stored by Connect GitHub, unreadable with this key
+            raise CodeHostError(f"the GitHub App's private key cannot be read: {exc}") from None
+        if not configured:
             raise CodeHostError(
                 f"{self.repository.name} is linked to GitHub ({self.link.full_name}) but no "
-                "GitHub App is configured: set GITHUB_APP_ID and GITHUB_APP_PRIVATE_KEY"
+                "GitHub App is configured: connect one in Settings → GitHub, or set GITHUB_APP_ID "
+                "and GITHUB_APP_PRIVATE_KEY"
             )
-        return Auth.AppAuth(int(settings.GITHUB_APP_ID), settings.GITHUB_APP_PRIVATE_KEY)
+        return app_auth()
 
     def _installation_id(self) -> int:
         if self.link.installation_id:
             return self.link.installation_id
-        integration = GithubIntegration(auth=self._app_auth(), base_url=settings.GITHUB_API_URL)
+        integration = GithubIntegration(auth=self._app_auth(), base_url=app_settings.api_url())
         try:
             installation = integration.get_repo_installation(self.owner, self.repo_name)
         except GithubException as exc:
@@ -80,14 +91,14 @@ class GitHubHost(LocalHost):
     def token(self, *, refresh: bool = False) -> str:
         """An installation token for this one repository (contents and pull requests write),
         reused until shortly before it expires. CodeHostError when GitHub refuses one."""
-        key = (settings.GITHUB_API_URL, self.link.full_name.lower())
+        key = (app_settings.api_url(), self.link.full_name.lower())
         cached = self._tokens.get(key)
         if cached and not refresh and cached[1] - TOKEN_MARGIN_S > time.time():
             return cached[0]
         self._tokens.pop(key, None)
         jwt = self._app_auth().create_jwt()
         installation = self._installation_id()
-        url = f"{settings.GITHUB_API_URL}/app/installations/{installation}/access_tokens"
+        url = f"{app_settings.api_url()}/app/installations/{installation}/access_tokens"
         try:
             # PyGithub cannot limit a token to chosen repositories (PITFALLS.md): ask directly.
             response = httpx.post(
@@ -149,7 +160,7 @@ class GitHubHost(LocalHost):
 
     def _repo(self, token: str):
         client = Github(
-            auth=Auth.Token(token), base_url=settings.GITHUB_API_URL, retry=None, lazy=True
+            auth=Auth.Token(token), base_url=app_settings.api_url(), retry=None, lazy=True
         )
         return client.get_repo(self.link.full_name)
 
@@ -255,7 +266,7 @@ def fetch_auth_env(repository_name: str, *, refresh: bool = False) -> dict[str, 
     installation token for a repository on GitHub with the App configured, else none.
     MirrorError when GitHub refuses a token."""
     repository = Repository.objects.filter(name=repository_name).first()
-    if repository is None or not settings.GITHUB_APP_ID:
+    if repository is None or not app_settings.app_id():
         return {}
     host = github_host_for(repository)
     if host is None:
@@ -296,7 +307,7 @@ def repository_link_github(*, repository: Repository, full_name: str) -> GitHubL
         )
         repository.github = link
         host = GitHubHost(repository)
-        GitHubHost._tokens.pop((settings.GITHUB_API_URL, link.full_name.lower()), None)
+        GitHubHost._tokens.pop((app_settings.api_url(), link.full_name.lower()), None)
         token = host.token()
         try:
             mirror.git("ls-remote", "--heads", repository.url, repository.default_branch,

@@ -25,7 +25,6 @@ from typing import Any
 from urllib.parse import parse_qs
 
 from allauth.socialaccount.models import SocialAccount
-from django.conf import settings
 from django.core.exceptions import PermissionDenied
 from django.db import IntegrityError, transaction
 from django.utils import timezone
@@ -33,6 +32,8 @@ from django.utils.dateparse import parse_datetime
 
 from accounts import access, roles
 from approvals import audit
+from inspect_web.sealing import SecretsUnavailable
+from integrations.github import app_settings
 from integrations.github.models import GitHubLink, WebhookDelivery
 from sessions import pulls
 from sessions.events import append_event
@@ -65,7 +66,7 @@ class Ignored(Exception):
 
 def signature_is_valid(body: bytes, signature: str | None) -> bool:
     """True when `signature` is `sha256=` + HMAC-SHA256 of `body` with GITHUB_WEBHOOK_SECRET."""
-    secret = settings.GITHUB_WEBHOOK_SECRET
+    secret = app_settings.webhook_secret()
     if not secret or not signature:
         return False
     expected = "sha256=" + hmac.new(secret.encode(), body, hashlib.sha256).hexdigest()
@@ -86,8 +87,19 @@ def webhook_receive(
     *, event: str, delivery_id: str, signature: str | None, body: bytes, content_type: str = ""
 ) -> Answer:
     """Verify, de-duplicate and apply one delivery; never raises for bad input."""
-    if not settings.GITHUB_WEBHOOK_SECRET:
-        return Answer(401, "GitHub webhooks are not configured here: set GITHUB_WEBHOOK_SECRET")
+    try:
+        configured = bool(app_settings.webhook_secret())
+    except SecretsUnavailable as exc:  # stored by Connect GitHub, but the key changed
+        log.error(
+            "GitHub webhook %s refused: the webhook secret cannot be read: %s", delivery_id, exc
+        )
+        return Answer(503, "the webhook secret stored here cannot be decrypted")
+    if not configured:
+        return Answer(
+            401,
+            "GitHub webhooks are not configured here: connect GitHub in Settings → GitHub or "
+            "set GITHUB_WEBHOOK_SECRET",
+        )
     if not signature_is_valid(body, signature):
         log.warning("GitHub webhook %s (%s) refused: bad or missing signature", delivery_id, event)
         return Answer(401, "the X-Hub-Signature-256 signature is missing or does not match")
@@ -267,10 +279,11 @@ def on_issue_comment(link: GitHubLink, payload: dict) -> str:
     author = comment.get("user") or {}
     if author.get("type") == "Bot":
         raise Ignored("a comment by a bot")
-    mention = re.compile(rf"@{re.escape(settings.GITHUB_APP_SLUG)}\b", re.IGNORECASE)
+    slug = app_settings.app_slug()
+    mention = re.compile(rf"@{re.escape(slug)}\b", re.IGNORECASE)
     body = comment.get("body") or ""
     if not mention.search(body):
-        raise Ignored(f"the comment does not mention @{settings.GITHUB_APP_SLUG}")
+        raise Ignored(f"the comment does not mention @{slug}")
     pr = _pull_request(link, issue.get("number"))
     login = author.get("login", "")
     ref = f"{link.full_name}#{pr.number}"

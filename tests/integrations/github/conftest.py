@@ -17,6 +17,16 @@ REPO = "octo-org/widgets"
 RECIPE = 'setup = ["true"]\nverify = ["echo checked"]\n'
 
 
+@pytest.fixture(autouse=True)
+def fresh_site_settings():
+    """No stored GitHub setting read by one test is served from the cache to the next."""
+    from inspect_web import site_settings
+
+    site_settings.forget()
+    yield
+    site_settings.forget()
+
+
 def payload(name: str) -> dict:
     return json.loads((FIXTURES / f"{name}.json").read_text())
 
@@ -138,3 +148,27 @@ def github(github_server, team, inspect_cli):
     code, out, err = inspect_cli("snapshot", "refresh", "widgets", "--json")
     assert code == 0, err
     return github_server
+
+
+@pytest.fixture
+def bare_github(settings, tmp_path, make_git_repo):
+    """A local GitHub with no App yet (Connect GitHub creates one), hosting octo-org/gizmos
+    whose default branch is `master`, and no GitHub setting from the environment."""
+    from integrations.github.codehost import GitHubHost
+    from tests.integrations.github.github_fake import FakeGitHub
+
+    for name in ("GITHUB_APP_ID", "GITHUB_APP_PRIVATE_KEY", "GITHUB_WEBHOOK_SECRET",
+                 "GITHUB_OAUTH_CLIENT_ID", "GITHUB_OAUTH_CLIENT_SECRET"):  # fmt: skip
+        setattr(settings, name, "")
+    settings.GITHUB_APP_SLUG = "inspect-web"
+    settings.GITHUB_API_URL = "https://api.github.com"
+    settings.GITHUB_WEB_URL = "https://github.com"
+    GitHubHost._tokens.clear()
+    fake = FakeGitHub(tmp_path / "github").start()
+    upstream = make_git_repo(
+        "gizmos", files={"README.md": "# gizmos\n", ".inspect/environment.toml": RECIPE}
+    )
+    upstream.git("branch", "-m", "main", "master")
+    fake.add_repo("octo-org/gizmos", upstream.path, installation=None)
+    yield fake
+    fake.stop()

@@ -1,5 +1,10 @@
 """A local stand-in for GitHub: the REST endpoints the code host uses (through PyGithub and the
-token request PyGithub cannot make) and git's smart HTTP for clone, fetch and push.
+token request PyGithub cannot make), git's smart HTTP for clone, fetch and push, and the App
+manifest flow, installation pages and listings (github_fake_apps.py). The REST API answers at
+its root (as api.github.com) and under /api/v3 (as GitHub Enterprise Server).
+
+For a person trying the product without GitHub (docs/github.md):
+`python -m tests.integrations.github.github_fake --port 8765 --repo octo-org/widgets=/path/to/repo`
 
 It answers in the shapes of GitHub's REST reference (pull requests are GitHub's published
 example with this PR's values put in) and checks what it is sent: the App's JWT on App
@@ -10,12 +15,14 @@ would and also listed in `problems`, which a test asserts is empty.
 
 from __future__ import annotations
 
+import argparse
 import base64
 import copy
 import json
 import re
 import secrets
 import subprocess
+import tempfile
 import threading
 from dataclasses import dataclass, field
 from datetime import UTC, datetime, timedelta
@@ -25,14 +32,24 @@ from urllib.parse import parse_qs, urlsplit
 
 import jwt
 
+from tests.integrations.github.github_fake_apps import (
+    API_ROUTES,
+    LISTING_PERMISSIONS,
+    WEB_ROUTES,
+    AppsMixin,
+    FakeApp,
+    now,
+    send_json,
+)
+
 FIXTURES = Path(__file__).parent / "fixtures"
 APP_SLUG = "inspect-web"
 WANTED_PERMISSIONS = {"contents": "write", "pull_requests": "write"}
 GIT_ENV = {"PATH": "/usr/bin:/bin", "HOME": "/tmp", "GIT_CONFIG_NOSYSTEM": "1"}
 
 
-def _now() -> str:
-    return datetime.now(UTC).strftime("%Y-%m-%dT%H:%M:%SZ")
+_now = now
+_send_json = send_json
 
 
 def _git(repo: Path, *args: str, env: dict | None = None) -> str:
@@ -63,11 +80,19 @@ class Token:
     repositories: list[str]
     permissions: dict
     valid: bool = True
+    installation: int | None = None
 
 
-class FakeGitHub:
-    def __init__(self, root: Path, *, app_id: int, public_key: str) -> None:
+class FakeGitHub(AppsMixin):
+    def __init__(
+        self, root: Path, *, app_id: int | None = None, public_key: str = "", port: int = 0
+    ) -> None:
+        """`app_id`/`public_key`: an App that exists already (a test's); without one, Apps are
+        created through the manifest flow."""
         self.root, self.app_id, self.public_key = root, app_id, public_key
+        self.init_apps()
+        if app_id is not None:
+            self.add_app(app_id, APP_SLUG, public_key)
         self.repos: dict[str, FakeRepo] = {}
         self.tokens: dict[str, Token] = {}
         self.user_tokens: dict[str, str] = {}  # token -> login (OAuth tokens of people)
@@ -78,7 +103,7 @@ class FakeGitHub:
         self.mint_invalid = False  # tokens minted from now on are refused (bad credentials)
         self.token_lifetime = timedelta(hours=1)  # GitHub's: expires_at of tokens minted now
         self.lock = threading.RLock()
-        self.server = ThreadingHTTPServer(("127.0.0.1", 0), _Handler)
+        self.server = ThreadingHTTPServer(("127.0.0.1", port), _Handler)
         self.server.fake = self  # type: ignore[attr-defined]
         self.url = f"http://127.0.0.1:{self.server.server_address[1]}"
         self.clone_url = ""  # of the repository a fixture hosts
@@ -177,6 +202,11 @@ class FakeGitHub:
             hook[1]()
         if ".git/" in path:
             return self._git_http(req, path, split.query, body)
+        for pattern, page in WEB_ROUTES:
+            match = re.fullmatch(pattern, path)
+            if match and req.command in ("GET", "POST"):
+                return page(self, req, match, query, body)
+        path = path.removeprefix("/api/v3")  # GitHub Enterprise Server's API root
         for method, pattern, handler in ROUTES:
             match = re.fullmatch(pattern, path)
             if match and method == req.command:
@@ -185,19 +215,27 @@ class FakeGitHub:
         return _send_json(req, 404, {"message": "Not Found"})
 
     def _app(self, req) -> bool:
+        return self.authenticated_app(req) is not None
+
+    def authenticated_app(self, req) -> FakeApp | None:
+        """The App whose JWT (signed with its key, issued by its id) authenticates `req`."""
         header = req.headers.get("Authorization", "")
         if not header.startswith("Bearer "):
             self.problem(f"{req.command} {req.path} without the App's JWT ({header[:12]!r})")
-            return False
+            return None
         try:
-            claims = jwt.decode(header[7:], self.public_key, algorithms=["RS256"])
-        except jwt.PyJWTError as exc:
+            issuer = jwt.decode(header[7:], options={"verify_signature": False}).get("iss")
+            app = self.apps.get(int(issuer))
+            if app is None:
+                raise jwt.InvalidIssuerError(f"no App {issuer}")
+            claims = jwt.decode(header[7:], app.public_key, algorithms=["RS256"])
+        except (jwt.PyJWTError, TypeError, ValueError) as exc:
             self.problem(f"{req.command} {req.path}: JWT refused ({exc})")
-            return False
-        if str(claims.get("iss")) != str(self.app_id) or claims["exp"] - claims["iat"] > 660:
+            return None
+        if claims["exp"] - claims["iat"] > 660:
             self.problem(f"{req.command} {req.path}: JWT claims {claims}")
-            return False
-        return True
+            return None
+        return app
 
     def _installation_token(self, req, repo: FakeRepo) -> tuple[int, dict | None, str]:
         """(status, error body, kind) for a request that must carry a token for `repo`."""
@@ -215,6 +253,9 @@ class FakeGitHub:
         if token is None or not token.valid:
             return 401, {"message": "Bad credentials",
                          "documentation_url": "https://docs.github.com/rest"}, ""  # fmt: skip
+        if token.permissions != WANTED_PERMISSIONS:
+            self.problem(f"a token with {token.permissions} used on {repo.full_name}")
+            return 403, {"message": "Resource not accessible by integration"}, ""
         if token.repositories != [repo.full_name.split("/")[1]]:
             self.problem(f"token for {token.repositories} used on {repo.full_name}")
             return 404, {"message": "Not Found"}, ""
@@ -262,23 +303,28 @@ class FakeGitHub:
 
     # -- REST endpoints ------------------------------------------------------------------------
     def access_tokens(self, req, match, query, body):
-        if not self._app(req):
+        app = self.authenticated_app(req)
+        if app is None:
             return 401, {"message": "A JSON web token could not be decoded"}
         installation = int(match["id"])
         repos = [r for r in self.repos.values() if r.installation == installation]
-        if not repos:
+        if not repos or self.app_of_installation(installation) != app.id:
             return 404, {"message": "Not Found"}
-        wanted = (body or {}).get("repositories")
-        if not isinstance(wanted, list) or len(wanted) != 1:
-            self.problem(f"a token asked for repositories {wanted!r}, not exactly one")
-        if (body or {}).get("permissions") != WANTED_PERMISSIONS:
-            self.problem(f"a token asked for permissions {(body or {}).get('permissions')!r}")
         names = {r.full_name.split("/")[1]: r for r in repos}
+        wanted = (body or {}).get("repositories")
+        permissions = (body or {}).get("permissions")
+        if wanted is None and permissions == LISTING_PERMISSIONS:
+            wanted = list(names)  # a token to list the installation's repositories, no more
+        else:
+            if not isinstance(wanted, list) or len(wanted) != 1:
+                self.problem(f"a token asked for repositories {wanted!r}, not exactly one")
+            if permissions != WANTED_PERMISSIONS:
+                self.problem(f"a token asked for permissions {permissions!r}")
         if not wanted or any(name not in names for name in wanted):
             return 422, {"message": "There is at least one repository that does not exist or is "
                                     "not accessible to the parent installation."}  # fmt: skip
-        token = Token("ghs_" + secrets.token_hex(18), list(wanted), body["permissions"],
-                      valid=not self.mint_invalid)  # fmt: skip
+        token = Token("ghs_" + secrets.token_hex(18), list(wanted), permissions,
+                      valid=not self.mint_invalid, installation=installation)  # fmt: skip
         with self.lock:
             self.tokens[token.value] = token
         return 201, {
@@ -292,25 +338,18 @@ class FakeGitHub:
         }
 
     def installation(self, req, match, query, body):
-        if not self._app(req):
+        app = self.authenticated_app(req)
+        if app is None:
             return 401, {"message": "A JSON web token could not be decoded"}
         repo = self.repos.get(f"{match['owner']}/{match['repo']}".lower())
-        if repo is None or repo.installation is None:
+        if (
+            repo is None
+            or repo.installation is None
+            or self.app_of_installation(repo.installation) != app.id
+        ):
             return 404, {"message": "Not Found",
                          "documentation_url": "https://docs.github.com/rest/apps/apps"}  # fmt: skip
-        owner = match["owner"]
-        return 200, {
-            "id": repo.installation, "app_id": self.app_id, "app_slug": APP_SLUG,
-            "target_id": 1, "target_type": "Organization",
-            "account": {"login": owner, "id": 1, "type": "Organization"},
-            "repository_selection": "selected", "permissions": WANTED_PERMISSIONS,
-            "events": ["pull_request", "pull_request_review", "issue_comment", "push"],
-            "access_tokens_url": f"{self.url}/app/installations/{repo.installation}/access_tokens",
-            "repositories_url": f"{self.url}/installation/repositories",
-            "html_url": f"https://github.com/organizations/{owner}/settings/installations/"
-                        f"{repo.installation}",
-            "created_at": _now(), "updated_at": _now(), "single_file_name": None,
-        }  # fmt: skip
+        return 200, self.installation_json(repo.installation, app)
 
     def _repo_request(self, req, match):
         repo = self.repos.get(f"{match['owner']}/{match['repo']}".lower())
@@ -430,6 +469,7 @@ class FakeGitHub:
 
 
 ROUTES = [
+    *API_ROUTES,
     ("POST", r"/app/installations/(?P<id>\d+)/access_tokens", FakeGitHub.access_tokens),
     ("GET", r"/repos/(?P<owner>[^/]+)/(?P<repo>[^/]+)/installation", FakeGitHub.installation),
     ("GET", r"/repos/(?P<owner>[^/]+)/(?P<repo>[^/]+)/pulls", FakeGitHub.list_pulls),
@@ -461,16 +501,6 @@ def _json(body: bytes):
         return None
 
 
-def _send_json(req: BaseHTTPRequestHandler, status: int, data) -> None:
-    payload = json.dumps(data).encode()
-    req.send_response(status)
-    req.send_header("Content-Type", "application/json; charset=utf-8")
-    req.send_header("Content-Length", str(len(payload)))
-    req.send_header("X-GitHub-Media-Type", "github.v3; format=json")
-    req.end_headers()
-    req.wfile.write(payload)
-
-
 def _read_chunked(stream) -> bytes:
     data = b""
     while True:
@@ -480,3 +510,34 @@ def _read_chunked(stream) -> bytes:
             return data
         data += stream.read(size)
         stream.readline()
+
+
+def main(argv: list[str] | None = None) -> None:
+    """Run the stand-in until interrupted, hosting the given repositories; Apps are created on
+    it with Settings → GitHub → Connect GitHub (GitHub address: the URL printed)."""
+    parser = argparse.ArgumentParser(description=main.__doc__)
+    parser.add_argument("--port", type=int, default=8765)
+    parser.add_argument("--repo", action="append", default=[], metavar="OWNER/NAME=PATH",
+                        help="a git repository to host as OWNER/NAME (repeatable)")  # fmt: skip
+    options = parser.parse_args(argv)
+    fake = FakeGitHub(Path(tempfile.mkdtemp(prefix="github-standin-")), port=options.port)
+    for item in options.repo:
+        full_name, _, source = item.partition("=")
+        if full_name.count("/") != 1 or not source:
+            parser.error(f"--repo {item!r} is not OWNER/NAME=PATH")
+        fake.add_repo(full_name, Path(source), installation=None)
+    print(f"GitHub stand-in at {fake.url} (API {fake.url}/api/v3), hosting "
+          f"{', '.join(r.full_name for r in fake.repos.values()) or 'no repositories'}",
+          flush=True)  # fmt: skip
+    try:
+        fake.server.serve_forever()
+    except KeyboardInterrupt:
+        pass
+    finally:
+        fake.server.server_close()
+        for problem in fake.problems:
+            print("problem:", problem)
+
+
+if __name__ == "__main__":
+    main()
