@@ -45,6 +45,12 @@ class Repository(models.Model):
         help_text="Model names (or prefixes ending in *) the gateway lets this repository's "
         "agents use; empty: any.",
     )
+    default_model = models.CharField(
+        max_length=100,  # as Session.model, which it fills
+        blank=True,
+        help_text="Model for new sessions here that name none (runtimes that take a model); "
+        "empty: the runtime's configured default.",
+    )
     created_at = models.DateTimeField(auto_now_add=True)
 
     class Meta:
