@@ -10,6 +10,7 @@ import argparse
 import json
 import os
 import sys
+from collections.abc import Iterator, Mapping
 from typing import Any
 
 from django.core.exceptions import PermissionDenied
@@ -85,8 +86,8 @@ class _RepositoryOrProvider(argparse._SubParsersAction):
         super().__call__(parser, namespace, values, option_string)
 
 
-class _AnyName:
-    """The subcommands' names, where any other word passes argparse's check (a repository)."""
+class _AnyName(Mapping):
+    """The subcommands by name, where any other word passes argparse's check (a repository)."""
 
     def __init__(self, names: dict) -> None:
         self.names = names
@@ -94,8 +95,14 @@ class _AnyName:
     def __contains__(self, name: object) -> bool:
         return True
 
-    def __iter__(self):
+    def __getitem__(self, name: str) -> argparse.ArgumentParser:
+        return self.names[name]
+
+    def __iter__(self) -> Iterator[str]:
         return iter(self.names)
+
+    def __len__(self) -> int:
+        return len(self.names)
 
 
 def _register_providers(models) -> None:
@@ -113,7 +120,9 @@ def _register_providers(models) -> None:
     key = put.add_mutually_exclusive_group()
     key.add_argument("--key-stdin", action="store_true", help="read the key from stdin")
     key.add_argument("--key-env", metavar="VAR", help="read the key from this variable")
-    put.add_argument("--base-url", default="", help="Anthropic (optional), compatible (required)")
+    put.add_argument(
+        "--base-url", help="Anthropic (optional; '' for its default), compatible (required)"
+    )
     test = command_parser(provider, "test", provider_check, "one tiny request to the provider")
     remove = command_parser(provider, "remove", provider_delete, "remove an account")
     for parser in (put, test, remove):

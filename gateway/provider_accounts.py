@@ -135,16 +135,19 @@ def _refuse_environment(names: dict[str, str]) -> None:
             )
 
 
-def provider_set(*, kind: str, by, key: str = "", base_url: str = "") -> Account:
+def provider_set(*, kind: str, by, key: str = "", base_url: str | None = None) -> Account:
     """Set or replace one account (site admins). A blank key keeps the account's key when it
-    is already this kind of account; switching the OpenAI route between OpenAI and an
-    OpenAI-compatible server drops the old key, so it is never sent to the other. ProviderError
-    names the field for bad input; nothing is saved then. Audited without the key."""
+    is already this kind of account, as `base_url=None` keeps its URL ('' is the provider's
+    default); switching the OpenAI route between OpenAI and an OpenAI-compatible server drops
+    the old key, so it is never sent to the other. ProviderError names the field for bad
+    input; nothing is saved then. Audited without the key."""
     require_provider_admin(by)
     current = account_of(kind)
     key_name, base_name = NAMES[kind]
     key = _clean_key(key)
-    url = _clean_url(base_url, kind)
+    if base_url is None and kind != accounts.OPENAI:
+        base_url = current.base_url if current.configured else ""
+    url = _clean_url(base_url or "", kind)
     if kind == accounts.OPENAI:
         url = ""  # OpenAI's own address: the default
     elif kind == accounts.COMPATIBLE and not url:
@@ -156,14 +159,11 @@ def provider_set(*, kind: str, by, key: str = "", base_url: str = "") -> Account
     kept = not key and current.key_set
     if not key and not kept and kind != accounts.COMPATIBLE:
         raise ProviderError(f"Paste the {current.label} API key.", field="key")
-    if current.error and kept:
-        raise ProviderError(
-            f"The stored key cannot be read ({current.error}); paste it again.", field="key"
-        )
     writes = {base_name: url}
     base_force = _in_force(base_name)
-    if not url and kind != accounts.OPENAI and base_force.source == site_settings.ENVIRONMENT:
-        writes = {}  # a blank URL keeps the one the environment fixes
+    fixed = base_force.source == site_settings.ENVIRONMENT
+    if fixed and kind != accounts.OPENAI and url in ("", base_force.value):
+        writes = {}  # the URL the environment fixes stays in force, and is not copied here
     if not kept:
         writes[key_name] = key
     _refuse_environment(writes)

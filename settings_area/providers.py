@@ -50,7 +50,12 @@ def _page(
         "model_errors": errors.get("default_model", {}),
         "model_notice": notice.get("default_model", ""),
         "typed_model": typed.get("model"),
-        "form_errors": errors.get("", {}),
+        "form_errors": {
+            f: m
+            for k, e in errors.items()
+            if k not in accounts.KINDS and k != "default_model"
+            for f, m in e.items()
+        },
         "openai_default": accounts.OPENAI_BASE_URL,
         "anthropic_default": accounts.ANTHROPIC_BASE_URL,
     }
@@ -76,7 +81,7 @@ def providers(request: HttpRequest) -> HttpResponse:
                 kind=kind,
                 by=request.user,
                 key=request.POST.get("key", ""),
-                base_url=request.POST.get("base_url", ""),
+                base_url=request.POST.get("base_url"),  # absent: kept
             )
         elif action == "remove":
             actions.provider_remove(kind=kind, by=request.user)
