@@ -299,3 +299,11 @@ def test_the_command_line_sets_a_repository_default_model(team, capsys):
         call_command("inspect", "models", "widgets", "--default", "o3", "--as", "engineer")
     team.repository.refresh_from_db()
     assert team.repository.default_model == "gpt-4.1"
+
+
+def test_the_new_task_form_names_and_preselects_the_repository_default_model(team):
+    team.repository.default_model = "claude-sonnet-4-5"
+    team.repository.save()
+    page = _client(team.engineer).get("/sessions/new/").content.decode()  # widgets only
+    assert "Defaults: widgets: claude-sonnet-4-5." in page
+    assert 'name="model" value="claude-sonnet-4-5"' in page
