@@ -41,9 +41,12 @@ ACCESS_ENDED = "this session's model access ended; start a new turn"
 # A revoked token stops working within this long (its lookup is cached no longer).
 ACCESS_TTL = 0.5
 SCRUB_TTL = 2.0
-# A provider key or URL changed on the Models page is used within this long (plus the run-time
-# settings' own 2-second cache); it is looked up again ahead of expiry, off the event loop.
+# A provider key or URL changed on the Models page is used within about this long (plus the
+# run-time settings' own 2-second cache): looked up again in a DB thread while requests go on
+# with the one they have, so a busy database never holds up a request. Only an upstream older
+# than UPSTREAM_STALE_MAX (the lookups keep failing or stalling) makes a request wait.
 UPSTREAM_TTL = 1.0
+UPSTREAM_STALE_MAX = 15.0
 # What is kept of a response for replay; beyond it only its hash and size.
 KEPT_RESPONSE_BYTES = 1024 * 1024
 # An upstream error body is read whole (to take the key out of it) up to this size.
@@ -97,7 +100,8 @@ class Gateway:
         # Lookups by token and by repository: (until, the lookup's future).
         self._access: dict[str, tuple[float, asyncio.Future]] = {}
         self._scrubbers: dict[int, tuple[float, asyncio.Future]] = {}
-        self._upstreams: dict[str, tuple[float, asyncio.Future]] = {}
+        self._upstreams: dict[str, tuple[float, Upstream]] = {}  # (looked up at, upstream)
+        self._upstream_lookups: dict[str, asyncio.Future] = {}
         self._refreshing: set[tuple] = set()  # (cache, key) looked up again ahead of expiry
         self._records: set[asyncio.Task] = set()
         self.in_flight = 0  # requests being answered (a stop waits for them a while)
@@ -156,9 +160,35 @@ class Gateway:
         )
 
     async def upstream_for(self, provider: str) -> Upstream:
-        return await self._cached(
-            self._upstreams, provider, UPSTREAM_TTL, configured_upstream, provider
-        )
+        """The provider's key and address in force (the environment, else the Models page)."""
+        now = time.monotonic()
+        held = self._upstreams.get(provider)
+        if held is not None and now - held[0] < UPSTREAM_STALE_MAX:
+            if now - held[0] >= UPSTREAM_TTL:
+                self._look_up_upstream(provider)  # in the background; this request goes on
+            return held[1]
+        return await asyncio.shield(self._look_up_upstream(provider))
+
+    def _look_up_upstream(self, provider: str) -> asyncio.Future:
+        """One lookup at a time per provider; its answer is kept for the requests after."""
+        lookup = self._upstream_lookups.get(provider)
+        if lookup is not None and not lookup.done():
+            return lookup
+        started = time.monotonic()
+        lookup = asyncio.ensure_future(self._in_thread(configured_upstream, provider))
+        self._upstream_lookups[provider] = lookup
+
+        def keep(done: asyncio.Future) -> None:
+            if done.cancelled():
+                return
+            if done.exception() is not None:
+                log.warning("gateway: reading the %s provider failed: %s", provider,
+                            done.exception())  # fmt: skip
+                return
+            self._upstreams[provider] = (started, done.result())
+
+        lookup.add_done_callback(keep)
+        return lookup
 
     async def __call__(self, request: Request, respond: Responder) -> None:
         if request.path == "/healthz" and request.method in ("GET", "HEAD"):

@@ -20,6 +20,7 @@ from sessions.agents.provider_accounts import HOSTED_OPENAI, custom_openai_base
 from sessions.model_access import GatewayRoute
 
 DEFAULT_MODELS = {"openai": "gpt-4.1", "anthropic": "claude-sonnet-4-5"}
+WHERE = " (in the environment, or on Settings → Models)"
 
 
 def configured_secrets() -> list[str]:
@@ -54,14 +55,14 @@ def require_upstream(runtime: str) -> None:
     if runtime == "builtin":
         _require_builtin_upstream()
     elif runtime == "claude-code" and not accounts.anthropic_key():
-        raise AgentError("the claude-code agent needs ANTHROPIC_API_KEY to be set")
+        raise AgentError("the claude-code agent needs ANTHROPIC_API_KEY to be set" + WHERE)
     elif runtime == "codex" and not accounts.openai_key():
-        raise AgentError("the codex agent needs INSPECT_LLM_API_KEY (an OpenAI API key)")
+        raise AgentError("the codex agent needs INSPECT_LLM_API_KEY (an OpenAI API key)" + WHERE)
     elif runtime == "opencode" and not (
         accounts.anthropic_key() or accounts.openai_key() or custom_openai_base()
     ):
         raise AgentError(
-            "the opencode agent needs INSPECT_LLM_API_KEY or ANTHROPIC_API_KEY to be set"
+            "the opencode agent needs INSPECT_LLM_API_KEY or ANTHROPIC_API_KEY to be set" + WHERE
         )
 
 
@@ -69,7 +70,7 @@ def _require_builtin_upstream() -> None:
     if llm_provider() == "anthropic":
         if not accounts.anthropic_key():
             raise AgentError(
-                "the builtin agent is set to use Anthropic but ANTHROPIC_API_KEY is not set"
+                "the builtin agent is set to use Anthropic but ANTHROPIC_API_KEY is not set" + WHERE
             )
         return
     base = accounts.openai_base_url()
@@ -79,7 +80,7 @@ def _require_builtin_upstream() -> None:
         raise AgentError(
             "the builtin agent needs a model: set INSPECT_LLM_API_KEY (for "
             f"{base}), point INSPECT_LLM_BASE_URL at an OpenAI-compatible server such as "
-            "Ollama (http://127.0.0.1:11434/v1), or set ANTHROPIC_API_KEY"
+            "Ollama (http://127.0.0.1:11434/v1), or set ANTHROPIC_API_KEY" + WHERE
         )
 
 
