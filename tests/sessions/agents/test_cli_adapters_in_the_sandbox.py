@@ -26,8 +26,8 @@ FAKE_BIN = "/workspace/.fake-bin"
     ],
 )
 def test_a_cli_the_platform_has_not_installed_is_reported_with_how_to_install_it(
-    tmp_path, adapter, described
-):
+    tmp_path, adapter, described, db
+):  # db: run-time settings
     from snapshots.sandbox.local import LocalBackend
 
     # This backend has no agent CLIs directory at all.
