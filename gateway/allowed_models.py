@@ -1,6 +1,7 @@
 """Changing which models a repository's agents may use (Repository.allowed_models: names, or
-prefixes ending in *; empty: any): repository admins, audited. The gateway enforces the list
-(gateway/policy.py)."""
+prefixes ending in *; empty: any) and the model its new sessions use when they name none
+(Repository.default_model): repository admins, audited. The gateway enforces the list
+(gateway/policy.py); the default must be one the list allows."""
 
 from __future__ import annotations
 
@@ -10,10 +11,12 @@ from django.db import transaction
 
 from accounts import access, roles
 from approvals import audit
+from gateway.policy import model_allowed
 from snapshots.models import Repository
 
 MAX_MODELS = 100
 MAX_NAME = 200
+DEFAULT_MODEL_MAX = 100  # Repository.default_model, as Session.model
 # A model name as the providers spell them ("claude-sonnet-4-5", "gpt-4.1-mini",
 # "accounts/fireworks/models/x", "llama3:8b"), or a prefix of one ending in "*".
 NAME = re.compile(r"^[A-Za-z0-9][A-Za-z0-9._:/@+-]*\*?$")
@@ -53,6 +56,11 @@ def allowed_models_set(*, repository: Repository, models: str | list[str], by) -
     with transaction.atomic():
         locked = Repository.objects.select_for_update().get(pk=repository.pk)
         before = list(locked.allowed_models or [])
+        if locked.default_model and not model_allowed(locked.default_model, new):
+            raise ModelListError(
+                f"The list leaves out {locked.default_model}, the repository's default model; "
+                "add it, or change the default first."
+            )
         locked.allowed_models = new
         locked.save(update_fields=["allowed_models"])
         audit.record(
@@ -65,3 +73,37 @@ def allowed_models_set(*, repository: Repository, models: str | list[str], by) -
         )
     repository.allowed_models = new
     return new
+
+
+def default_model_set(*, repository: Repository, model: str, by) -> str:
+    """Set the model new sessions of `repository` use when they name none ('' : the runtime's
+    configured default). MANAGE_REPOSITORY needed; ModelListError when it is not a model name
+    or the repository's allowed models leave it out (nothing changed). Audited."""
+    access.require_repo_permission(by, repository, roles.MANAGE_REPOSITORY)
+    model = (model or "").strip()
+    if model and (len(model) > DEFAULT_MODEL_MAX or not NAME.match(model) or "*" in model):
+        raise ModelListError(
+            f"{model[:60]!r} is not a model name: use letters, digits and . _ : / @ + - "
+            f"(at most {DEFAULT_MODEL_MAX} characters, no *)."
+        )
+    with transaction.atomic():
+        locked = Repository.objects.select_for_update().get(pk=repository.pk)
+        allowed = list(locked.allowed_models or [])
+        if model and not model_allowed(model, allowed):
+            raise ModelListError(
+                f"{model} is not among the models {locked.name} allows ({', '.join(allowed)}); "
+                "allow it first."
+            )
+        before = locked.default_model
+        locked.default_model = model
+        locked.save(update_fields=["default_model"])
+        audit.record(
+            "repository.default_model",
+            actor=by,
+            repository=locked,
+            object_type="repository",
+            object_id=locked.pk,
+            data={"before": before, "after": model},
+        )
+    repository.default_model = model
+    return model

@@ -1,10 +1,16 @@
-"""`manage.py inspect budget list|set|remove` and `inspect models REPO [--allow ...]`: model
-budgets and each repository's allowed models from the shell (the same rules as the pages:
-site admins set budgets, repository admins set models; every change audited)."""
+"""`manage.py inspect budget list|set|remove`, `inspect models REPO [--allow ...]
+[--default MODEL]` and `inspect models provider list|set|test|remove`: model budgets, each
+repository's models and the site's provider accounts from the shell (the same actions and rules
+as the pages: site admins set budgets and providers, repository admins set a repository's
+models; every change audited, never a key)."""
 
 from __future__ import annotations
 
+import argparse
 import json
+import os
+import sys
+from collections.abc import Iterator, Mapping
 from typing import Any
 
 from django.core.exceptions import PermissionDenied
@@ -12,7 +18,8 @@ from django.core.management.base import BaseCommand, CommandError
 
 from accounts.identity import user_named
 from gateway import budget_admin
-from gateway.allowed_models import ModelListError, allowed_models_set
+from gateway import provider_accounts as providers
+from gateway.allowed_models import ModelListError, allowed_models_set, default_model_set
 from gateway.models import Budget
 from inspect_web.cli_args import command_parser
 from inspect_web.text import inert
@@ -40,13 +47,157 @@ def register(areas, command: BaseCommand) -> None:
         parser.add_argument("--as", dest="as_user", metavar="USER")
     put.add_argument("--limit", required=True, metavar="USD", help="dollars, e.g. 25 or 12.50")
 
-    models = command_parser(
-        areas, "models", models_put, "show or set the models a repository's agents may use"
+    models = areas.add_parser(
+        "models", help="a repository's models, or the site's model providers",
+        description="inspect models REPO [--allow ...|--any] [--default MODEL], or "
+        "inspect models provider list|set|test|remove",
+    ).add_subparsers(
+        dest="models_area", metavar="REPO|provider", required=True, action=_RepositoryOrProvider
+    )  # fmt: skip
+    repository = command_parser(
+        models, "repo", models_put, "show or set the models a repository's agents may use"
     )
-    models.add_argument("repo")
-    models.add_argument("--allow", nargs="+", metavar="MODEL", help="names, or prefixes ending *")
-    models.add_argument("--any", action="store_true", help="allow every model (clear the list)")
-    models.add_argument("--as", dest="as_user", metavar="USER")
+    repository.add_argument("repo")
+    repository.add_argument(
+        "--allow", nargs="+", metavar="MODEL", help="names, or prefixes ending *"
+    )
+    repository.add_argument("--any", action="store_true", help="allow every model (clear the list)")
+    repository.add_argument(
+        "--default",
+        metavar="MODEL",
+        help="the model new sessions use when they name none ('' clears)",
+    )
+    repository.add_argument("--as", dest="as_user", metavar="USER")
+    _register_providers(models)
+
+
+class _RepositoryOrProvider(argparse._SubParsersAction):
+    """`models REPO …` and `models provider …`: a first word that is not a subcommand is a
+    repository's name (`models repo NAME` reaches a repository named "provider")."""
+
+    def __init__(self, *args, **kwargs) -> None:
+        super().__init__(*args, **kwargs)
+        # argparse checks the first word against `choices` before calling this action.
+        self.choices = _AnyName(self._name_parser_map)
+
+    def __call__(self, parser, namespace, values, option_string=None):
+        if values and values[0] not in self._name_parser_map:
+            values = ["repo", *values]
+        super().__call__(parser, namespace, values, option_string)
+
+
+class _AnyName(Mapping):
+    """The subcommands by name, where any other word passes argparse's check (a repository)."""
+
+    def __init__(self, names: dict) -> None:
+        self.names = names
+
+    def __contains__(self, name: object) -> bool:
+        return True
+
+    def __getitem__(self, name: str) -> argparse.ArgumentParser:
+        return self.names[name]
+
+    def __iter__(self) -> Iterator[str]:
+        return iter(self.names)
+
+    def __len__(self) -> int:
+        return len(self.names)
+
+
+def _register_providers(models) -> None:
+    kinds = list(providers.accounts.KINDS)
+    provider = models.add_parser(
+        "provider", help="the site's model provider accounts (site admins)"
+    ).add_subparsers(dest="action", metavar="ACTION", required=True)
+    listing = command_parser(provider, "list", provider_list, "each account and its source")
+    listing.add_argument("--json", action="store_true")
+    put = command_parser(
+        provider, "set", provider_put,
+        "set or replace an account; the key is read from stdin (--key-stdin) or a variable",
+    )  # fmt: skip
+    put.add_argument("kind", choices=kinds)
+    key = put.add_mutually_exclusive_group()
+    key.add_argument("--key-stdin", action="store_true", help="read the key from stdin")
+    key.add_argument("--key-env", metavar="VAR", help="read the key from this variable")
+    put.add_argument(
+        "--base-url", help="Anthropic (optional; '' for its default), compatible (required)"
+    )
+    test = command_parser(provider, "test", provider_check, "one tiny request to the provider")
+    remove = command_parser(provider, "remove", provider_delete, "remove an account")
+    for parser in (put, test, remove):
+        if parser is not put:
+            parser.add_argument("kind", choices=kinds)
+        parser.add_argument("--as", dest="as_user", metavar="USER")
+
+
+def provider_list(command: BaseCommand, options: dict[str, Any]) -> int:
+    rows = providers.provider_list()
+    if options["json"]:
+        command.stdout.write(
+            json.dumps(
+                [
+                    {
+                        "kind": a.kind, "label": a.label, "configured": a.configured,
+                        "key_set": a.key_set, "key_hint": a.key_hint, "key_source": a.key_source,
+                        "base_url": a.base_url, "base_source": a.base_source, "error": a.error,
+                    }
+                    for a in rows
+                ]
+            )
+        )  # fmt: skip
+        return 0
+    for a in rows:
+        if not a.configured:
+            state = f"not set{f' (stored key unreadable: {a.error})' if a.error else ''}"
+        else:
+            key = f"key {a.key_hint or 'set'} from the {a.key_source}" if a.key_set else "no key"
+            state = f"connected: {key}; {a.base_url} from the {a.base_source}"
+        command.stdout.write(inert(f"{a.kind}: {state}"))
+    return 0
+
+
+def _key_from(options: dict[str, Any]) -> str:
+    if options.get("key_env"):
+        if options["key_env"] not in os.environ:
+            raise CommandError(f"--key-env: the variable {options['key_env']} is not set")
+        return os.environ[options["key_env"]]
+    if options.get("key_stdin"):
+        return (options.get("stdin") or sys.stdin).readline().strip()
+    return ""
+
+
+def provider_put(command: BaseCommand, options: dict[str, Any]) -> int:
+    try:
+        account = providers.provider_set(
+            kind=options["kind"], by=user_named(options["as_user"]), key=_key_from(options),
+            base_url=options["base_url"],
+        )  # fmt: skip
+    except (providers.ProviderError, PermissionDenied) as exc:
+        raise CommandError(f"{exc} Nothing was saved.") from None
+    command.stdout.write(inert(f"{account.kind}: saved (audited); test it with `inspect models "
+                               f"provider test {account.kind}`"))  # fmt: skip
+    return 0
+
+
+def provider_check(command: BaseCommand, options: dict[str, Any]) -> int:
+    try:
+        result = providers.provider_test(kind=options["kind"], by=user_named(options["as_user"]))
+    except (providers.ProviderError, PermissionDenied) as exc:
+        raise CommandError(str(exc)) from None
+    if not result.ok:
+        raise CommandError(inert(f"{options['kind']}: refused: {result.message}"))
+    command.stdout.write(inert(f"{options['kind']}: {result.message}"))
+    return 0
+
+
+def provider_delete(command: BaseCommand, options: dict[str, Any]) -> int:
+    try:
+        providers.provider_remove(kind=options["kind"], by=user_named(options["as_user"]))
+    except (providers.ProviderError, PermissionDenied) as exc:
+        raise CommandError(str(exc)) from None
+    command.stdout.write(inert(f"{options['kind']}: removed (audited)"))
+    return 0
 
 
 def budget_list(command: BaseCommand, options: dict[str, Any]) -> int:
@@ -126,6 +277,17 @@ def models_put(command: BaseCommand, options: dict[str, Any]) -> int:
             )
         except (ModelListError, PermissionDenied) as exc:
             raise CommandError(f"{exc} The list of {repository.name} is unchanged.") from None
+    if options["default"] is not None:
+        try:
+            default_model_set(
+                repository=repository, model=options["default"], by=user_named(options["as_user"])
+            )
+        except (ModelListError, PermissionDenied) as exc:
+            raise CommandError(f"{exc} The default of {repository.name} is unchanged.") from None
+    if repository.default_model:
+        command.stdout.write(
+            inert(f"{repository.name}'s default model: {repository.default_model}")
+        )
     allowed = repository.allowed_models or []
     if allowed:
         command.stdout.write(inert(f"{repository.name} may use: {', '.join(allowed)}"))

@@ -16,9 +16,9 @@ from dataclasses import dataclass
 
 import httpcore
 import httpx
-from django.conf import settings
 
 from gateway.wire import ANTHROPIC
+from sessions.agents import provider_accounts as accounts
 
 # Client headers the provider may see; everything else (its token above all) stays here.
 FORWARDED_REQUEST_HEADERS = {
@@ -48,11 +48,13 @@ class Upstream:
         return [("authorization", f"Bearer {self.key}")]
 
 
-def configured_upstreams() -> dict[str, Upstream]:
-    return {
-        ANTHROPIC: Upstream(settings.ANTHROPIC_BASE_URL, settings.ANTHROPIC_API_KEY, ANTHROPIC),
-        "openai": Upstream(settings.LLM_BASE_URL, settings.LLM_API_KEY, "openai"),
-    }
+def configured_upstream(provider: str) -> Upstream:
+    """The provider as configured now: the environment's key and URL, else the Models page's
+    (sealed in the database, read through a 2-second cache). It may query the database, so the
+    gateway calls it in a DB thread, never on its event loop."""
+    if provider == ANTHROPIC:
+        return Upstream(accounts.anthropic_base_url(), accounts.anthropic_key(), ANTHROPIC)
+    return Upstream(accounts.openai_base_url(), accounts.openai_key(), "openai")
 
 
 # What may wait for a slow client between the provider's socket and the client's.
@@ -229,10 +231,10 @@ class UpstreamResponse:
 
 
 class Forwarder:
-    """One pooled HTTP client for every upstream request of the process."""
+    """One pooled HTTP client for every upstream request of the process; each request names
+    its `Upstream` (read per request, so a key changed on the Models page needs no restart)."""
 
-    def __init__(self, upstreams: dict[str, Upstream], *, read_timeout: float = 600) -> None:
-        self.upstreams = upstreams
+    def __init__(self, *, read_timeout: float = 600) -> None:
         transport = httpx.AsyncHTTPTransport(trust_env=False)
         # The same pool httpx builds (TLS verified, HTTP/1.1), on plain asyncio streams.
         transport._pool = httpcore.AsyncConnectionPool(
@@ -249,18 +251,17 @@ class Forwarder:
             trust_env=False,  # the provider is reached directly, never through a proxy variable
         )
 
-    def upstream_headers(self, provider: str, client_headers: dict[str, str]) -> list[tuple]:
-        keep = FORWARDED_REQUEST_HEADERS[provider]
+    def upstream_headers(self, upstream: Upstream, client_headers: dict[str, str]) -> list[tuple]:
+        keep = FORWARDED_REQUEST_HEADERS[upstream.provider]
         headers = [(name, client_headers[name]) for name in keep if name in client_headers]
         # Identity: the bytes that pass are the bytes metered, hashed and kept.
         headers.append(("accept-encoding", "identity"))
-        return headers + self.upstreams[provider].auth_headers()
+        return headers + upstream.auth_headers()
 
     @asynccontextmanager
     async def open(
-        self, provider: str, method: str, path: str, query: str, headers: list, body: bytes
+        self, upstream: Upstream, method: str, path: str, query: str, headers: list, body: bytes
     ) -> AsyncIterator[UpstreamResponse]:
-        upstream = self.upstreams[provider]
         url = upstream.base_url + path + (f"?{query}" if query else "")
         request = self.client.build_request(
             method, url, headers=headers, content=body if method == "POST" else None

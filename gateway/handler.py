@@ -18,7 +18,7 @@ from approvals.redaction import Redactor
 from gateway import budgets, policy
 from gateway.budgets import Refusal
 from gateway.connection import ClientGone, Request, Responder
-from gateway.forward import Forwarder, Unreachable, relay
+from gateway.forward import Forwarder, Unreachable, Upstream, configured_upstream, relay
 from gateway.metering import Exchange, record
 from gateway.models import ModelRequest
 from gateway.scrub import scrub_bytes, scrubber
@@ -41,6 +41,12 @@ ACCESS_ENDED = "this session's model access ended; start a new turn"
 # A revoked token stops working within this long (its lookup is cached no longer).
 ACCESS_TTL = 0.5
 SCRUB_TTL = 2.0
+# A provider key or URL changed on the Models page is used within about this long (plus the
+# run-time settings' own 2-second cache): looked up again in a DB thread while requests go on
+# with the one they have, so a busy database never holds up a request. Only an upstream older
+# than UPSTREAM_STALE_MAX (the lookups keep failing or stalling) makes a request wait.
+UPSTREAM_TTL = 1.0
+UPSTREAM_STALE_MAX = 15.0
 # What is kept of a response for replay; beyond it only its hash and size.
 KEPT_RESPONSE_BYTES = 1024 * 1024
 # An upstream error body is read whole (to take the key out of it) up to this size.
@@ -94,6 +100,8 @@ class Gateway:
         # Lookups by token and by repository: (until, the lookup's future).
         self._access: dict[str, tuple[float, asyncio.Future]] = {}
         self._scrubbers: dict[int, tuple[float, asyncio.Future]] = {}
+        self._upstreams: dict[str, tuple[float, Upstream]] = {}  # (looked up at, upstream)
+        self._upstream_lookups: dict[str, asyncio.Future] = {}
         self._refreshing: set[tuple] = set()  # (cache, key) looked up again ahead of expiry
         self._records: set[asyncio.Task] = set()
         self.in_flight = 0  # requests being answered (a stop waits for them a while)
@@ -150,6 +158,37 @@ class Gateway:
         return await self._cached(
             self._scrubbers, repository_id, SCRUB_TTL, scrubber, repository_id
         )
+
+    async def upstream_for(self, provider: str) -> Upstream:
+        """The provider's key and address in force (the environment, else the Models page)."""
+        now = time.monotonic()
+        held = self._upstreams.get(provider)
+        if held is not None and now - held[0] < UPSTREAM_STALE_MAX:
+            if now - held[0] >= UPSTREAM_TTL:
+                self._look_up_upstream(provider)  # in the background; this request goes on
+            return held[1]
+        return await asyncio.shield(self._look_up_upstream(provider))
+
+    def _look_up_upstream(self, provider: str) -> asyncio.Future:
+        """One lookup at a time per provider; its answer is kept for the requests after."""
+        lookup = self._upstream_lookups.get(provider)
+        if lookup is not None and not lookup.done():
+            return lookup
+        started = time.monotonic()
+        lookup = asyncio.ensure_future(self._in_thread(configured_upstream, provider))
+        self._upstream_lookups[provider] = lookup
+
+        def keep(done: asyncio.Future) -> None:
+            if done.cancelled():
+                return
+            if done.exception() is not None:
+                log.warning("gateway: reading the %s provider failed: %s", provider,
+                            done.exception())  # fmt: skip
+                return
+            self._upstreams[provider] = (started, done.result())
+
+        lookup.add_done_callback(keep)
+        return lookup
 
     async def __call__(self, request: Request, respond: Responder) -> None:
         if request.path == "/healthz" and request.method in ("GET", "HEAD"):
@@ -243,17 +282,18 @@ class Gateway:
         self, route: Route, request: Request, exchange: Exchange, respond: Responder,
         started: float,
     ) -> None:  # fmt: skip
-        headers = self.forwarder.upstream_headers(route.provider, request.headers)
+        provider = await self.upstream_for(route.provider)
+        headers = self.forwarder.upstream_headers(provider, request.headers)
         passage = Passage()
         meter = UsageMeter(route.provider, route.endpoint, exchange.stream)
         try:
             async with self.forwarder.open(
-                route.provider, request.method, route.upstream_path, request.query, headers,
+                provider, request.method, route.upstream_path, request.query, headers,
                 exchange.request_body,
             ) as upstream:  # fmt: skip
                 exchange.status = upstream.status
                 if upstream.status >= 400:
-                    await self._pass_error(route, upstream, exchange, respond, passage, started)
+                    await self._pass_error(provider, upstream, exchange, respond, passage, started)
                     return
                 allowed = exchange.access.repository.allowed_models
                 if route.endpoint == "models" and allowed:
@@ -295,7 +335,7 @@ class Gateway:
             exchange.response_size = passage.size
             exchange.response_truncated = passage.size > len(passage.head)
 
-    async def _pass_error(self, route, upstream, exchange, respond, passage, started) -> None:
+    async def _pass_error(self, provider, upstream, exchange, respond, passage, started) -> None:
         """The provider's error, status and body as it gave them (its key taken out)."""
         body = bytearray()
         async for chunk in upstream.chunks:
@@ -303,7 +343,7 @@ class Gateway:
             if len(body) > MAX_ERROR_BODY:
                 break
         clean = bytes(body)
-        key = self.forwarder.upstreams[route.provider].key
+        key = provider.key
         if key:
             clean = clean.replace(key.encode(), b"[redacted]")
         passage.add(clean, started)

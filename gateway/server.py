@@ -43,10 +43,10 @@ async def serve(stop: asyncio.Event) -> None:
     from django.conf import settings  # why: settings are read after django.setup() in main
 
     from gateway.connection import serve_connection  # why: imports models, after setup
-    from gateway.forward import Forwarder, configured_upstreams  # why: after setup
+    from gateway.forward import Forwarder  # why: after setup
     from gateway.handler import Gateway  # why: imports models, after setup
 
-    gateway = Gateway(Forwarder(configured_upstreams()))
+    gateway = Gateway(Forwarder())
     connections: set[asyncio.Task] = set()
 
     async def on_client(reader, writer):

@@ -84,12 +84,15 @@ def budget_delete(request: HttpRequest, pk: int) -> HttpResponse:
 @login_required
 @require_http_methods(["GET", "POST"])
 def repository_models(request: HttpRequest, repo: str) -> HttpResponse:
-    """The models a repository's agents may use: its members see the list, its admins change
-    it. A non-member gets 404, as for anything of a repository."""
+    """The models a repository's agents may use: its members see the list; its admins are sent
+    to the settings area's Models tab (a POST here still saves, for older clients). A
+    non-member gets 404, as for anything of a repository."""
     repository = access.repositories_for(request.user).filter(name=repo).first()
     if repository is None:
         raise Http404("No repository matches this name.")
     may_edit = access.has_repo_permission(request.user, repository, roles.MANAGE_REPOSITORY)
+    if may_edit and request.method == "GET":  # its admins edit it in the settings area now
+        return redirect("settings_area:repository_models", name=repository.name)
     context = {"repository": repository, "may_edit": may_edit, "error": "", "text": None}
     status = 200
     if request.method == "POST":

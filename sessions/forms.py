@@ -42,7 +42,8 @@ class NewSessionForm(forms.Form):
     model = forms.CharField(
         required=False,
         max_length=200,
-        help_text="For the built-in agent: the model to ask (empty: INSPECT_LLM_MODEL).",
+        help_text="The model to ask (empty: the repository's default model, else the agent's "
+        "configured one, INSPECT_LLM_MODEL for the built-in agent).",
     )
     agent_command = forms.CharField(
         required=False, help_text="For the command agent: the command that does the work."
@@ -60,9 +61,22 @@ class NewSessionForm(forms.Form):
     def __init__(self, *args, repositories, **kwargs) -> None:
         super().__init__(*args, **kwargs)
         self.fields["repository"].queryset = repositories
+        self._show_default_models(repositories)
         self.fields["agent"].choices = [("", "default")] + [(n, n) for n in RUNTIME_NAMES]
         self.saved_images: list[str] = []
         self.stored_images: list[tuple[str, str]] = []  # (folder, name) in storage
+
+    def _show_default_models(self, repositories) -> None:
+        """Name each repository's default model, and preselect it when there is one choice."""
+        defaults = dict(
+            repositories.exclude(default_model="").values_list("name", "default_model")[:6]
+        )
+        if not defaults:
+            return
+        named = ", ".join(f"{name}: {model}" for name, model in defaults.items())
+        self.fields["model"].help_text += f" Defaults: {named}."
+        if not self.is_bound and len(defaults) == 1 and repositories.count() == 1:
+            self.fields["model"].initial = next(iter(defaults.values()))
 
     def clean_prompt(self) -> str:
         text = self.cleaned_data["prompt"].strip()

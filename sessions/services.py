@@ -100,6 +100,8 @@ def session_create(
         raise SessionError(refusal)
     text = _check_prompt(prompt)
     agent = agent or default_agent(repository, agent_command=agent_command)
+    if not model and agent != "command":  # the command agent asks no model
+        model = repository.default_model
     try:
         validate_agent(agent, agent_command, model=model, backend=settings.SANDBOX_BACKEND)
     except AgentError as exc:

@@ -48,6 +48,12 @@ class Repository(models.Model):
     # Archived: no new sessions, no scheduled refreshes, hidden from New task and the dashboard;
     # its sessions, snapshots and audit entries stay (snapshots.repositories.repository_archive).
     archived_at = models.DateTimeField(null=True, blank=True)
+    default_model = models.CharField(
+        max_length=100,  # as Session.model, which it fills
+        blank=True,
+        help_text="Model for new sessions here that name none (runtimes that take a model); "
+        "empty: the runtime's configured default.",
+    )
     created_at = models.DateTimeField(auto_now_add=True)
 
     class Meta:

@@ -11,6 +11,7 @@ import urllib.request
 from django.conf import settings
 
 from integrations.models import SlackChannelRoute, SlackKeywordRule
+from sessions.agents import provider_accounts as accounts
 from snapshots.models import Repository
 
 log = logging.getLogger(__name__)
@@ -28,18 +29,19 @@ def route(*, channel: str, text: str) -> Repository | None:
     for rule in SlackKeywordRule.objects.select_related("repository"):
         if rule.keyword.lower() in words:
             return rule.repository
-    if settings.SLACK_LLM_ROUTING and settings.LLM_API_KEY:
+    if settings.SLACK_LLM_ROUTING and accounts.openai_key():
         return classify(text)
     return None
 
 
 def classify(text: str) -> Repository | None:
-    """Ask the OpenAI-compatible model (settings.LLM_*) for one repository name or `unknown`."""
+    """Ask the OpenAI-compatible model (INSPECT_LLM_*, as in force) for one repository name
+    or `unknown`."""
     names = list(Repository.objects.values_list("name", flat=True))
     if not names:
         return None
     body = {
-        "model": settings.LLM_MODEL or "gpt-4.1-mini",
+        "model": accounts.default_model() or "gpt-4.1-mini",
         "temperature": 0,
         "messages": [
             {"role": "system", "content": "Answer with exactly one of these repository names, "
@@ -48,9 +50,9 @@ def classify(text: str) -> Repository | None:
         ],
     }  # fmt: skip
     request = urllib.request.Request(  # noqa: S310 - the configured model URL
-        f"{settings.LLM_BASE_URL}/chat/completions",
+        f"{accounts.openai_base_url()}/chat/completions",
         data=json.dumps(body).encode(),
-        headers={"Authorization": f"Bearer {settings.LLM_API_KEY}",
+        headers={"Authorization": f"Bearer {accounts.openai_key()}",
                  "Content-Type": "application/json"},
     )  # fmt: skip
     try:

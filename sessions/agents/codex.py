@@ -41,6 +41,7 @@ from typing import Any
 from django.conf import settings
 
 from sessions.agents import pricing
+from sessions.agents import provider_accounts as accounts
 from sessions.agents.base import AgentError, AgentEvent, Turn
 from sessions.agents.cli_process import CliAgent, StreamParser, text_of, workspace_path
 from sessions.model_access import GatewayRoute
@@ -246,11 +247,11 @@ def default_model() -> str:
     """The model a Codex turn runs when the session names none: INSPECT_AGENT_MODELS' codex
     entry, else INSPECT_LLM_MODEL, else gpt-5-codex (always one, so usage has a cost)."""
     models = getattr(settings, "AGENT_MODELS", None) or {}
-    return models.get("codex") or settings.LLM_MODEL or DEFAULT_MODEL
+    return models.get("codex") or accounts.default_model() or DEFAULT_MODEL
 
 
 def default_base_url() -> str:
-    return settings.LLM_BASE_URL
+    return accounts.openai_base_url()
 
 
 IMAGE_SUFFIX = {

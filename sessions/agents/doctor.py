@@ -10,6 +10,7 @@ from django.conf import settings
 from django.db import DatabaseError
 
 from sessions.agents import AgentError
+from sessions.agents import provider_accounts as accounts
 from sessions.agents.providers import DEFAULT_MODELS, llm_provider, require_upstream
 from snapshots import agent_installs
 from snapshots.models import Repository, Snapshot
@@ -77,7 +78,7 @@ def runtime_lines() -> list[str]:
     each CLI at the platform's pinned version and at every version a recipe pins."""
     lines = ["command: runs the session's own command in the sandbox (nothing to configure)"]
     provider = llm_provider()
-    model = settings.LLM_MODEL or DEFAULT_MODELS[provider]
+    model = accounts.default_model() or DEFAULT_MODELS[provider]
     try:
         require_upstream("builtin")
         lines.append(f"builtin: {provider} model {model}: configured")

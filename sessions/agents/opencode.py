@@ -29,10 +29,12 @@ from typing import Any
 
 from django.conf import settings
 
+from sessions.agents import provider_accounts as accounts
 from sessions.agents.base import AgentError, AgentEvent, Turn
 from sessions.agents.cli_process import CliAgent, StreamParser, workspace_path
 from sessions.agents.pricing import price_of
-from sessions.agents.providers import DEFAULT_MODELS, custom_openai_base, llm_provider
+from sessions.agents.provider_accounts import custom_openai_base
+from sessions.agents.providers import DEFAULT_MODELS, llm_provider
 from sessions.model_access import GatewayRoute
 from snapshots.sandbox import WORKSPACE, SandboxError
 
@@ -165,12 +167,12 @@ def process_env(route: GatewayRoute) -> dict[str, str]:
     in the gateway."""
     env: dict[str, str] = {}
     providers: dict[str, Any] = {}
-    if settings.ANTHROPIC_API_KEY:
+    if accounts.anthropic_key():
         env["ANTHROPIC_API_KEY"] = route.token
         providers[ANTHROPIC] = provider_entry(
             ANTHROPIC, route.anthropic_base + "/v1", "ANTHROPIC_API_KEY"
         )
-    if settings.LLM_API_KEY or custom_openai_base():  # a local server needs no key upstream
+    if accounts.openai_key() or custom_openai_base():  # a local server needs no key upstream
         env["OPENAI_API_KEY"] = route.token
         providers[OPENAI_COMPATIBLE] = provider_entry(
             OPENAI_COMPATIBLE, route.openai_base, "OPENAI_API_KEY"
@@ -184,7 +186,7 @@ def process_env(route: GatewayRoute) -> dict[str, str]:
         PROVIDER_NAMES[wanted] if PROVIDER_NAMES[wanted] in providers else next(iter(providers))
     )
     kind = "anthropic" if provider == ANTHROPIC else "openai"
-    model = settings.LLM_MODEL or DEFAULT_MODELS[kind]
+    model = accounts.default_model() or DEFAULT_MODELS[kind]
     config = {
         "$schema": "https://opencode.ai/config.json",
         "provider": providers,

@@ -13,17 +13,20 @@ from urllib.parse import urlsplit
 
 from django.conf import settings
 
+from sessions.agents import provider_accounts as accounts
 from sessions.agents.base import AgentError, TurnLimits
 from sessions.agents.llm import AnthropicMessages, ModelClient, OpenAIChat
+from sessions.agents.provider_accounts import HOSTED_OPENAI, custom_openai_base
 from sessions.model_access import GatewayRoute
 
 DEFAULT_MODELS = {"openai": "gpt-4.1", "anthropic": "claude-sonnet-4-5"}
-HOSTED_OPENAI = "api.openai.com"
+WHERE = " (in the environment, or on Settings → Models)"
 
 
 def configured_secrets() -> list[str]:
-    """Every model key this deployment holds; none may appear in a stored event."""
-    return [key for key in (settings.LLM_API_KEY, settings.ANTHROPIC_API_KEY) if key]
+    """Every model key this deployment holds (the environment's or the Models page's); none
+    may appear in a stored event."""
+    return accounts.keys()
 
 
 def model_configured() -> bool:
@@ -46,9 +49,8 @@ def llm_provider() -> str:
     `auto` picks Anthropic only when its key is the one configured."""
     if settings.LLM_PROVIDER != "auto":
         return settings.LLM_PROVIDER
-    if settings.ANTHROPIC_API_KEY and not settings.LLM_API_KEY:
-        custom_endpoint = urlsplit(settings.LLM_BASE_URL).hostname != HOSTED_OPENAI
-        return "openai" if custom_endpoint else "anthropic"
+    if accounts.anthropic_key() and not accounts.openai_key():
+        return "openai" if custom_openai_base() else "anthropic"
     return "openai"
 
 
@@ -57,33 +59,33 @@ def require_upstream(runtime: str) -> None:
     key, or a local OpenAI-compatible server) for what `runtime` speaks."""
     if runtime == "builtin":
         _require_builtin_upstream()
-    elif runtime == "claude-code" and not settings.ANTHROPIC_API_KEY:
-        raise AgentError("the claude-code agent needs ANTHROPIC_API_KEY to be set")
-    elif runtime == "codex" and not settings.LLM_API_KEY:
-        raise AgentError("the codex agent needs INSPECT_LLM_API_KEY (an OpenAI API key)")
+    elif runtime == "claude-code" and not accounts.anthropic_key():
+        raise AgentError("the claude-code agent needs ANTHROPIC_API_KEY to be set" + WHERE)
+    elif runtime == "codex" and not accounts.openai_key():
+        raise AgentError("the codex agent needs INSPECT_LLM_API_KEY (an OpenAI API key)" + WHERE)
     elif runtime == "opencode" and not (
-        settings.ANTHROPIC_API_KEY or settings.LLM_API_KEY or custom_openai_base()
+        accounts.anthropic_key() or accounts.openai_key() or custom_openai_base()
     ):
         raise AgentError(
-            "the opencode agent needs INSPECT_LLM_API_KEY or ANTHROPIC_API_KEY to be set"
+            "the opencode agent needs INSPECT_LLM_API_KEY or ANTHROPIC_API_KEY to be set" + WHERE
         )
 
 
 def _require_builtin_upstream() -> None:
     if llm_provider() == "anthropic":
-        if not settings.ANTHROPIC_API_KEY:
+        if not accounts.anthropic_key():
             raise AgentError(
-                "the builtin agent is set to use Anthropic but ANTHROPIC_API_KEY is not set"
+                "the builtin agent is set to use Anthropic but ANTHROPIC_API_KEY is not set" + WHERE
             )
         return
-    base = settings.LLM_BASE_URL
+    base = accounts.openai_base_url()
     if urlsplit(base).scheme not in ("http", "https"):
         raise AgentError(f"INSPECT_LLM_BASE_URL {base!r} is not an http(s) URL")
-    if urlsplit(base).hostname == HOSTED_OPENAI and not settings.LLM_API_KEY:
+    if urlsplit(base).hostname == HOSTED_OPENAI and not accounts.openai_key():
         raise AgentError(
             "the builtin agent needs a model: set INSPECT_LLM_API_KEY (for "
             f"{base}), point INSPECT_LLM_BASE_URL at an OpenAI-compatible server such as "
-            "Ollama (http://127.0.0.1:11434/v1), or set ANTHROPIC_API_KEY"
+            "Ollama (http://127.0.0.1:11434/v1), or set ANTHROPIC_API_KEY" + WHERE
         )
 
 
@@ -92,13 +94,7 @@ def model_client(route: GatewayRoute, *, model: str = "") -> ModelClient:
     gateway with the turn's token; AgentError if the gateway has no upstream for it."""
     _require_builtin_upstream()
     provider = llm_provider()
-    model = model or settings.LLM_MODEL or DEFAULT_MODELS[provider]
+    model = model or accounts.default_model() or DEFAULT_MODELS[provider]
     if provider == "anthropic":
         return AnthropicMessages(api_key=route.token, model=model, base_url=route.anthropic_base)
     return OpenAIChat(base_url=route.openai_base, api_key=route.token, model=model)
-
-
-def custom_openai_base() -> str:
-    """INSPECT_LLM_BASE_URL when it is not OpenAI's own API ('' otherwise)."""
-    base = settings.LLM_BASE_URL
-    return base if urlsplit(base).hostname != HOSTED_OPENAI else ""

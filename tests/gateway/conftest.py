@@ -91,13 +91,15 @@ def start_gateway(django_db_setup, tmp_path_factory):
         process = subprocess.Popen(
             [sys.executable, "-m", "gateway.server"],
             env=child_env(
-                ANTHROPIC_BASE_URL=anthropic,
-                ANTHROPIC_API_KEY=UPSTREAM_KEY,
-                INSPECT_LLM_BASE_URL=openai,
-                INSPECT_LLM_API_KEY=UPSTREAM_KEY,
-                INSPECT_GATEWAY_PORT=str(port),
-                INSPECT_GATEWAY_SOCKET=str(socket_path),
-                **env,
+                **{
+                    "ANTHROPIC_BASE_URL": anthropic,
+                    "ANTHROPIC_API_KEY": UPSTREAM_KEY,
+                    "INSPECT_LLM_BASE_URL": openai,
+                    "INSPECT_LLM_API_KEY": UPSTREAM_KEY,
+                    "INSPECT_GATEWAY_PORT": str(port),
+                    "INSPECT_GATEWAY_SOCKET": str(socket_path),
+                    **env,  # may override the above (e.g. no key: the Models page's instead)
+                }
             ),
             cwd=settings.BASE_DIR,
             stdout=log.open("wb"),

@@ -12,7 +12,7 @@ import pytest
 
 from gateway.budgets import Refusal
 from gateway.connection import Responder
-from gateway.forward import Forwarder, configured_upstreams
+from gateway.forward import Forwarder
 from gateway.handler import Gateway
 from gateway.metering import Exchange
 from tests.gateway.conftest import ANTHROPIC_HEADERS, anthropic_body, wait_for_request
@@ -191,7 +191,7 @@ def test_a_budget_refusal_is_429_in_the_providers_shape_naming_the_budget(provid
         access=None, provider=provider, endpoint="messages", model="claude-sonnet-4-5",
         stream=False, status=0, outcome="ok", request_body=b"{}", response_body=b"",
     )  # fmt: skip
-    gateway = Gateway(Forwarder(configured_upstreams()), db_threads=1)
+    gateway = Gateway(Forwarder(), db_threads=1)
     raw = asyncio.run(_respond_with(gateway, exchange, refusal))
     client = h11.Connection(h11.CLIENT)
     client.send(h11.Request(method="POST", target="/", headers=[("host", "g")]))

@@ -23,7 +23,7 @@ def runtime(name, route=SANDBOX_ROUTE, **kwargs):
 
 
 @pytest.fixture
-def no_keys(settings):
+def no_keys(settings, db):  # the Models page's settings are read from the database
     settings.LLM_PROVIDER = "auto"
     settings.LLM_BASE_URL = "https://api.openai.com/v1"
     settings.LLM_API_KEY = settings.ANTHROPIC_API_KEY = settings.LLM_MODEL = ""

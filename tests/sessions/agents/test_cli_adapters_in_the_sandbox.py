@@ -26,8 +26,8 @@ FAKE_BIN = "/workspace/.fake-bin"
     ],
 )
 def test_a_cli_the_platform_has_not_installed_is_reported_with_how_to_install_it(
-    tmp_path, adapter, described
-):
+    tmp_path, adapter, described, db
+):  # db: run-time settings
     from snapshots.sandbox.local import LocalBackend
 
     # This backend has no agent CLIs directory at all.
@@ -90,7 +90,9 @@ def test_claude_code_gets_the_prompt_on_stdin_and_its_key_in_its_environment_onl
     assert found.exit_code == 1, found.stdout
 
 
-def test_codex_reads_its_prompt_from_stdin_and_a_nonzero_exit_is_reported(sandbox):
+def test_codex_reads_its_prompt_from_stdin_and_a_nonzero_exit_is_reported(
+    sandbox, db
+):  # db: run-time settings
     path = install_fake_cli(
         sandbox,
         "codex",
@@ -120,7 +122,9 @@ def test_codex_reads_its_prompt_from_stdin_and_a_nonzero_exit_is_reported(sandbo
     assert events[-1].data == {"exit_code": 3, "failed": said}
 
 
-def test_a_cli_whose_output_no_longer_parses_fails_the_turn_naming_it_and_the_line(sandbox):
+def test_a_cli_whose_output_no_longer_parses_fails_the_turn_naming_it_and_the_line(
+    sandbox, db
+):  # db: run-time settings
     """Canned-script parser edge case: a CLI version that prints something else."""
     install_fake_cli(sandbox, "codex", 'echo "Codex 9 says hello"\necho "{}"\n')
     agent = CodexAgent(env={"CODEX_API_KEY": MODEL_KEY})
