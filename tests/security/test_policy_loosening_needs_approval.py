@@ -7,6 +7,8 @@ once."""
 
 from __future__ import annotations
 
+import time
+
 import pytest
 from django.core.exceptions import PermissionDenied
 from django.test import Client
@@ -150,3 +152,19 @@ def test_the_cli_says_it_waits_for_a_reviewer_and_links_the_request(team, inspec
     assert "waiting for a reviewer other than you" in out
     assert f"/approvals/{approval.pk}/" in out
     assert not ApprovalPolicy.objects.exists()
+
+
+@pytest.mark.django_db(transaction=True)
+def test_a_real_worker_applies_an_approved_loosening(team, celery_worker_process):
+    response = _as(team.admin).post(URL, {"text": NO_EGRESS_GATE})
+    assert response.status_code == 302
+    pending = ApprovalRequest.objects.get(action="loosen_policy")
+    _as(team.reviewer).post(f"/approvals/{pending.pk}/decide/", {"decision": "approve"})
+    deadline = time.monotonic() + 30
+    while ApprovalRequest.objects.get(pk=pending.pk).state in ("pending", "approved"):
+        assert time.monotonic() < deadline, "the worker did not execute the approval"
+        time.sleep(0.2)
+    done = ApprovalRequest.objects.get(pk=pending.pk)
+    assert done.state == "executed", done.result
+    assert not policy_for(team.repository).requires("widen_egress")
+    assert AuditEntry.objects.get(action="policy.change").data["approval"] == pending.pk
