@@ -7,5 +7,5 @@ class ApprovalsConfig(AppConfig):
 
     def ready(self) -> None:
         # In ready(), once the app registry is loaded (these import models): audit signal
-        # receivers and the encryption of stored OAuth tokens.
-        from approvals import oauth_tokens, signals  # noqa: F401
+        # receivers, the encryption of stored OAuth tokens, and the `loosen_policy` executor.
+        from approvals import oauth_tokens, policy_change, signals  # noqa: F401

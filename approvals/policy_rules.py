@@ -24,9 +24,12 @@ PUSH_PROTECTED = "push_protected"
 WIDEN_EGRESS = "widen_egress"
 DELETE_BRANCH = "delete_branch"
 IRREVERSIBLE_COMMAND = "irreversible_command"
+# A policy change that gates less anywhere (approvals.policy_change): it needs a second person.
+LOOSEN_POLICY = "loosen_policy"
 DEFAULT_ACTIONS = (MERGE_PR, PUSH_PROTECTED, WIDEN_EGRESS, DELETE_BRANCH)
-# Always gated whatever `require` says: a command is only marked irreversible to be gated.
-ALWAYS_GATED = (IRREVERSIBLE_COMMAND,)
+# Always gated whatever `require` says: a command is only marked irreversible to be gated, and
+# a policy that could drop `loosen_policy` would let one person loosen it after all.
+ALWAYS_GATED = (IRREVERSIBLE_COMMAND, LOOSEN_POLICY)
 
 _KEYS = {"require", "irreversible_commands", "protected_branches", "expire_hours", "wait_seconds"}
 _ACTION = re.compile(r"^[a-z][a-z0-9_]{0,59}$")
@@ -98,3 +101,20 @@ def parse_policy(text: str) -> Policy:
         expire_hours=_number(data, "expire_hours", 72, 1, 24 * 90),
         wait_seconds=_number(data, "wait_seconds", 900, 1, 24 * 3600),
     )
+
+
+def loosenings(before: Policy, after: Policy) -> list[str]:
+    """What `after` gates less than `before`, one phrase each; empty when it gates as much or
+    more. Patterns are compared as written: a removed or rewritten pattern counts, even if a new
+    one happens to cover the same commands or branches (better a needless review than a hole)."""
+    found = []
+    dropped = [a for a in before.require if a not in after.require and a not in ALWAYS_GATED]
+    if dropped:
+        found.append(f"{', '.join(dropped)} would no longer wait for approval")
+    commands = [p for p in before.irreversible_commands if p not in after.irreversible_commands]
+    if commands:
+        found.append(f"irreversible command pattern {', '.join(map(repr, commands))} removed")
+    branches = [b for b in before.protected_branches if b not in after.protected_branches]
+    if branches:
+        found.append(f"protected branch {', '.join(map(repr, branches))} removed")
+    return found

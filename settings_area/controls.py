@@ -1,8 +1,10 @@
 """Settings page: a repository's approval policy and its egress. The policy is saved through
-the same action as `inspect policy set` (approvals.policy); egress is the recipe's, so a change
-here is written into the dashboard recipe through the action of `inspect recipe set`
-(snapshots.egress): wider egress files a `widen_egress` request that applies only once a
-reviewer who is not the requester approves it, narrower egress applies at once."""
+the same action as `inspect policy set` (approvals.policy_change): a change that gates less
+anywhere files a `loosen_policy` request and applies once another reviewer approves it. Egress
+is the recipe's, so a change here is written into the dashboard recipe through the action of
+`inspect recipe set` (snapshots.egress): wider egress files a `widen_egress` request that
+applies only once a reviewer who is not the requester approves it, narrower egress applies at
+once."""
 
 from __future__ import annotations
 
@@ -15,7 +17,8 @@ from django.urls import path
 from django.views.decorators.http import require_http_methods, require_POST
 
 from approvals.models import ApprovalPolicy
-from approvals.policy import policy_for, policy_set
+from approvals.policy import policy_for
+from approvals.policy_change import pending_loosenings, policy_set
 from approvals.policy_rules import PolicyError
 from settings_area.access import repository_for_settings
 from snapshots.controls_cli import default_policy_text
@@ -84,6 +87,7 @@ def _page(
         "egress_form": egress_form
         or EgressForm(initial={"mode": approved.mode, "domains": "\n".join(approved.domains)}),
         "widening": widening_requests(repository).order_by("-created_at"),
+        "loosening": pending_loosenings(repository).order_by("-created_at"),
     }
     return render(request, "settings_area/controls.html", context, status=status)
 
@@ -101,12 +105,22 @@ def policy_save(request: HttpRequest, name: str) -> HttpResponse:
     form = PolicyForm(request.POST)
     if form.is_valid():
         try:
-            policy_set(repository=repository, text=form.cleaned_data["text"], by=request.user)
+            change = policy_set(
+                repository=repository, text=form.cleaned_data["text"], by=request.user
+            )
         except PolicyError as exc:
             form.add_error("text", f"{exc}; the policy is unchanged")
     if not form.is_valid():
         return _page(request, repository, policy_form=form, status=400)
-    messages.success(request, f"Approval policy of {repository.name} saved.")
+    if change.approval is None:
+        messages.success(request, f"Approval policy of {repository.name} saved.")
+    else:
+        messages.warning(
+            request,
+            f"This loosens the policy ({'; '.join(change.loosens)}): approval request "
+            f"{change.approval.pk} is waiting for a reviewer. The policy is unchanged until a "
+            "reviewer other than you approves it.",
+        )
     return redirect("settings_area:controls", repository.name)
 
 

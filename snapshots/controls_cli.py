@@ -6,13 +6,15 @@ from __future__ import annotations
 import os
 import sys
 
+from django.conf import settings
 from django.core.exceptions import PermissionDenied, ValidationError
 from django.core.management.base import CommandError
+from django.urls import reverse
 
 from accounts.identity import user_named
 from approvals import gate
 from approvals.models import ApprovalPolicy, RepositorySecret
-from approvals.policy import policy_set
+from approvals.policy_change import policy_set
 from approvals.policy_rules import DEFAULT_POLICY, PolicyError
 from approvals.secrets import SecretsUnavailable, secret_delete, secret_set
 from inspect_web.cli_args import command_parser
@@ -110,14 +112,22 @@ def default_policy_text() -> str:
 def policy_put(command, options) -> int:
     repository = repository_named(options["repo"])
     try:
-        policy_set(
+        change = policy_set(
             repository=repository, text=_toml_input(options), by=user_named(options["as_user"])
         )
     except PolicyError as exc:
         raise CommandError(f"{exc}; the policy of {repository.name} is unchanged") from None
     except PermissionDenied as exc:
         raise CommandError(str(exc)) from None
-    command.stdout.write(f"approval policy of {repository.name} saved (audited)")
+    if change.approval is None:
+        command.stdout.write(f"approval policy of {repository.name} saved (audited)")
+    else:
+        command.stdout.write(
+            f"this loosens the policy ({'; '.join(change.loosens)}): approval "
+            f"{change.approval.pk} is pending, waiting for a reviewer other than you; the policy "
+            f"of {repository.name} is unchanged until then: "
+            f"{settings.PUBLIC_URL}{reverse('approvals:detail', args=[change.approval.pk])}"
+        )
     return 0
 
 

@@ -10,7 +10,7 @@ from django.db import connection
 
 from approvals import gate
 from approvals.models import ApprovalRequest
-from approvals.policy import policy_set
+from approvals.policy_change import policy_set
 from sessions.agents.approvals import SessionApprovals
 from sessions.agents.tools import Toolbox
 from sessions.models import Event

@@ -12,7 +12,7 @@ from django.db import connection
 
 from approvals import gate
 from approvals.models import ApprovalRequest
-from approvals.policy import policy_set
+from approvals.policy_change import policy_set
 from sessions.models import Event
 
 pytestmark = pytest.mark.django_db(transaction=True)

@@ -5,8 +5,10 @@ from __future__ import annotations
 import pytest
 from django.core.exceptions import PermissionDenied
 
+from approvals import gate
 from approvals.models import ApprovalPolicy, AuditEntry
-from approvals.policy import policy_for, policy_set
+from approvals.policy import policy_for
+from approvals.policy_change import policy_set
 from approvals.policy_rules import PolicyError, parse_policy
 
 
@@ -20,7 +22,11 @@ def test_the_default_gates_merges_protected_pushes_egress_and_branch_deletion(te
 
 def test_an_admin_sets_a_policy_and_the_change_is_audited(team):
     text = 'require = ["merge_pr"]\nirreversible_commands = ["deploy*"]\nwait_seconds = 30\n'
-    policy_set(repository=team.repository, text=text, by=team.admin)
+    # Dropping push_protected, widen_egress and delete_branch loosens it: applied once another
+    # reviewer approves (tests/security/test_policy_loosening_needs_approval.py).
+    change = policy_set(repository=team.repository, text=text, by=team.admin)
+    gate.approval_decide(approval=change.approval, user=team.reviewer, approve=True)
+    gate.execute_approval(change.approval.pk)
     policy = policy_for(team.repository)
     assert policy.requires("merge_pr") and not policy.requires("delete_branch")
     assert policy.is_irreversible("deploy  --prod") and not policy.is_irreversible("pytest -q")

@@ -17,9 +17,18 @@ def test_the_default_policy_is_shown_until_one_is_set(team, inspect_cli, tmp_pat
     policy = tmp_path / "policy.toml"
     policy.write_text('require = ["merge_pr"]\nirreversible_commands = ["deploy*"]\n')
     code, out, err = inspect_cli("policy", "set", "widgets", "--file", str(policy))
-    assert code == 0, err
+    # It drops gated actions, so it waits for another reviewer (the loosening rule).
+    assert code == 0 and "waiting for a reviewer other than you" in out, err
+    assert "has no policy of its own" in inspect_cli("policy", "show", "widgets")[1]
+    pending = ApprovalRequest.objects.get(action="loosen_policy")
+    gate.approval_decide(approval=pending, user=team.reviewer, approve=True)
+    gate.execute_approval(pending.pk)
     assert inspect_cli("policy", "show", "widgets")[1].strip() == policy.read_text().strip()
-    assert AuditEntry.objects.get(action="policy.change").actor_name == "admin"
+    policy.write_text('require = ["merge_pr", "open_pr"]\nirreversible_commands = ["deploy*"]\n')
+    code, out, err = inspect_cli("policy", "set", "widgets", "--file", str(policy))
+    assert code == 0 and "saved (audited)" in out, err  # a tightening applies at once
+    assert inspect_cli("policy", "show", "widgets")[1].strip() == policy.read_text().strip()
+    assert {e.actor_name for e in AuditEntry.objects.filter(action="policy.change")} == {"admin"}
 
 
 def test_a_policy_that_does_not_parse_is_refused_saying_where(team, inspect_cli, tmp_path):

@@ -31,7 +31,20 @@ def test_an_admin_changes_the_policy_and_asks_for_wider_egress(login, team):
     page.fill("#id_text", 'require = ["merge_pr", "widen_egress"]\nexpire_hours = 0\n')
     page.click("text=Save policy")
     expect(page.locator("[role=alert]")).to_contain_text("'expire_hours' must be a whole number")
+    # Dropping push_protected and delete_branch loosens the policy: it waits for a reviewer.
     page.fill("#id_text", 'require = ["merge_pr", "widen_egress"]\nexpire_hours = 24\n')
+    page.click("text=Save policy")
+    expect(page.locator(".messages")).to_contain_text("waiting for a reviewer")
+    loosen = ApprovalRequest.objects.get(action="loosen_policy")
+    expect(page.locator(f"#policy-requests a[href='/approvals/{loosen.pk}/']")).to_be_visible()
+    expect(page.locator("#policy-requests")).to_contain_text(
+        "push_protected, delete_branch would no longer wait for approval"
+    )
+    expect(page.locator("#policy-in-force")).to_contain_text("merge_pr, push_protected")
+    assert policy_for(team.repository).expire_hours == 72
+    # Keeping every gated action (a change that gates no less) applies at once.
+    page.fill("#id_text", 'require = ["merge_pr", "push_protected", "widen_egress", '
+              '"delete_branch"]\nexpire_hours = 24\n')  # fmt: skip
     page.click("text=Save policy")
     expect(page.locator(".messages")).to_contain_text("Approval policy of widgets saved.")
     expect(page.locator("#policy-in-force")).to_contain_text("24 hours")

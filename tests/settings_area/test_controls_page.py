@@ -7,6 +7,7 @@ from __future__ import annotations
 import pytest
 from django.test import Client
 
+from approvals import gate
 from approvals.models import ApprovalPolicy, ApprovalRequest, AuditEntry
 from approvals.policy import policy_for
 from snapshots.build import snapshot_build
@@ -38,6 +39,12 @@ def test_the_default_policy_is_shown_and_a_new_one_saved_and_audited(team):
     assert "the default is in force" in page and "merge_pr, push_protected" in page
     text = 'require = ["merge_pr"]\nprotected_branches = ["main", "release/*"]\n'
     assert client.post(URL + "policy/", {"text": text}).status_code == 302
+    # It drops gated actions and `master`: a loosening, applied once another reviewer approves.
+    pending = ApprovalRequest.objects.get(action="loosen_policy")
+    page = client.get(URL).content.decode()
+    assert "the default is in force" in page and f"/approvals/{pending.pk}/" in page
+    gate.approval_decide(approval=pending, user=team.reviewer, approve=True)
+    gate.execute_approval(pending.pk)
     assert policy_for(team.repository).require == ("merge_pr",)
     assert AuditEntry.objects.filter(action="policy.change", actor=team.admin).exists()
     page = client.get(URL).content.decode()
