@@ -77,6 +77,21 @@
     olderFromBottom = null;
   });
 
+  // Panels that arrive over the websocket are rendered once for every viewer, so their forms
+  // carry no CSRF field: give a plain POST form this page's token as it is submitted.
+  document.addEventListener("submit", function (evt) {
+    var form = evt.target;
+    if (!form || (form.getAttribute("method") || "").toLowerCase() !== "post") return;
+    if (form.querySelector("input[name=csrfmiddlewaretoken]")) return;
+    var headers = JSON.parse(document.body.getAttribute("hx-headers") || "{}");
+    if (!headers["X-CSRFToken"]) return;
+    var field = document.createElement("input");
+    field.type = "hidden";
+    field.name = "csrfmiddlewaretoken";
+    field.value = headers["X-CSRFToken"];
+    form.appendChild(field);
+  }, true);
+
   document.addEventListener("click", function (evt) {
     if (evt.target && evt.target.id === "jump-live") {
       var box = document.getElementById("log");
