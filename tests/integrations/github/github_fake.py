@@ -206,7 +206,10 @@ class FakeGitHub(AppsMixin):
             match = re.fullmatch(pattern, path)
             if match and req.command in ("GET", "POST"):
                 return page(self, req, match, query, body)
-        path = path.removeprefix("/api/v3")  # GitHub Enterprise Server's API root
+        # GitHub Enterprise Server's API root: the API URLs in replies are under the root the
+        # request came in on, as each server's are (PyGithub refuses to follow one outside it).
+        req.api_root = self.url + ("/api/v3" if path.startswith("/api/v3/") else "")
+        path = path.removeprefix("/api/v3")
         for method, pattern, handler in ROUTES:
             match = re.fullmatch(pattern, path)
             if match and method == req.command:
@@ -395,7 +398,7 @@ class FakeGitHub(AppsMixin):
             user = {"login": f"{APP_SLUG}[bot]", "id": 9919, "type": "Bot"}
         number = len(repo.pulls) + 1
         template = json.loads((FIXTURES / "pull_request_opened.json").read_text())["pull_request"]
-        api = f"{self.url}/repos/{repo.full_name}/pulls/{number}"
+        api = f"{req.api_root}/repos/{repo.full_name}/pulls/{number}"
         template.update(
             id=500 + number, number=number, url=api, state="open", title=body["title"],
             body=body.get("body") or "", user=user, draft=bool(body.get("draft")),
@@ -419,7 +422,7 @@ class FakeGitHub(AppsMixin):
             return 404, {"message": "Not Found"}
         pull = repo.pulls[number - 1]
         pull["head"]["sha"] = repo.head(pull["head"]["ref"]) or pull["head"]["sha"]
-        return 200, pull
+        return 200, {**pull, "url": f"{req.api_root}/repos/{repo.full_name}/pulls/{number}"}
 
     def update_pull(self, req, match, query, body):
         repo, error, _ = self._repo_request(req, match)

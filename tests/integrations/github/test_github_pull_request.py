@@ -166,6 +166,27 @@ def test_review_and_merge_are_tracked_by_webhook(
     assert "1 → 1 → 1" in page.content.decode() and "100.0%" in page.content.decode()
 
 
+def test_on_github_enterprise_server_a_pr_is_opened_and_merged_under_its_api_v3(
+    github, create_session, team, settings
+):
+    """The API root a GitHub address gives (GHES: https://HOST/api/v3) holds every call, the
+    merge included (PyGithub follows the PR's own `url`, which GHES gives under /api/v3)."""
+    from sessions.pulls import request_merge
+
+    settings.GITHUB_API_URL = f"{github.url}/api/v3"
+    earlier = len(github.requests)  # the fixture's clone, with the API at the root
+    pr = PullRequest.objects.get(session_id=start(create_session)["id"])
+    approval = request_merge(pr, team.engineer)
+    gate.approval_decide(approval=approval, user=team.reviewer, approve=True)
+    assert gate.execute_approval(approval.pk) == "executed"
+    assert len(github.calls("PUT", f"/api/v3/repos/{REPO}/pulls/1/merge")) == 1
+    rest = [r["path"] for r in github.requests[earlier:] if ".git/" not in r["path"]]
+    assert rest and all(path.startswith("/api/v3/") for path in rest), rest
+    pr.refresh_from_db()
+    assert pr.state == "merged"
+    assert github.problems == []
+
+
 def test_a_merge_pressed_on_github_is_tracked_by_webhook(github, create_session, deliver):
     pr = PullRequest.objects.get(session_id=start(create_session)["id"])
     github.merge_on_github(REPO, 1)
