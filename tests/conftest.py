@@ -175,7 +175,8 @@ def _stop_process(process) -> None:
 
 @pytest.fixture
 def start_celery(transactional_db):
-    """Start real Celery processes (`worker` or `beat`) on the test database and Redis."""
+    """Start real Celery processes (`worker` or `beat`) on the test database and Redis;
+    `env`: more environment for the process (e.g. where the model gateway listens)."""
     import subprocess
     import sys
     import time
@@ -185,7 +186,7 @@ def start_celery(transactional_db):
     app.control.purge()
     started = []
 
-    def start(kind: str = "worker"):
+    def start(kind: str = "worker", **env: str):
         if kind == "worker":
             args = ["worker", "-P", "solo", "-l", "warning", "-n", f"test-{time.monotonic_ns()}@%h",
                     "--without-mingle", "--without-gossip"]  # fmt: skip
@@ -199,7 +200,7 @@ def start_celery(transactional_db):
             ]
         process = subprocess.Popen(
             [sys.executable, "-m", "celery", "-A", "inspect_web", *args],
-            env=child_env(),
+            env=child_env(**env),
             cwd=settings.BASE_DIR,
             start_new_session=True,
         )
