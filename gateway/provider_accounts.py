@@ -265,7 +265,7 @@ async def probe(upstream: Upstream) -> TestResult:
         text = text.replace(upstream.key, "[redacted]")
     if response.status >= 400:
         return TestResult(False, response.status, f"{response.status}: {_message(text)}")
-    return TestResult(True, response.status, _listed(text, upstream.base_url))
+    return TestResult(True, response.status, _listed(text, upstream.base_url, bool(upstream.key)))
 
 
 def _message(text: str) -> str:
@@ -280,7 +280,7 @@ def _message(text: str) -> str:
     return str(error or data)[:500]
 
 
-def _listed(text: str, where: str) -> str:
+def _listed(text: str, where: str, keyed: bool) -> str:
     try:
         models = json.loads(text).get("data") or []
     except (ValueError, AttributeError):
@@ -288,7 +288,8 @@ def _listed(text: str, where: str) -> str:
     names = [m.get("id") for m in models if isinstance(m, dict) and m.get("id")]
     shown = ", ".join(names[:5]) + (", …" if len(names) > 5 else "")
     listed = f": {len(names)} models ({shown})" if names else ""
-    return f"OK: {where} accepted the key{listed}"
+    # A local server that needs no key (Ollama, vLLM) was sent none: it answered, no more.
+    return f"OK: {where} {'accepted the key' if keyed else 'answered'}{listed}"
 
 
 def site_model_set(*, model: str, by) -> str:

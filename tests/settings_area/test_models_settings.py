@@ -86,6 +86,19 @@ def test_the_test_button_says_ok_or_shows_the_providers_refusal(
     ]  # fmt: skip
 
 
+def test_a_server_that_needs_no_key_answered_and_no_key_is_claimed(no_provider_env, site_admin):
+    """A local OpenAI-compatible server (Ollama, vLLM) is connected without a key: Test says
+    it answered, not that it "accepted the key" no one gave."""
+    from tests.standin_model import StandinModel  # why: only this test serves a keyless model
+
+    client = _client(site_admin)
+    with StandinModel(key=None) as local:
+        client.post(PAGE, {"action": "set", "kind": "compatible", "base_url": local.openai_url})
+        page = client.post(PAGE, {"action": "test", "kind": "compatible"}).content.decode()
+        assert "authorization" not in {name.lower() for name in local.requests[-1].headers}
+    assert f"OK: {local.openai_url} answered: " in page and "accepted the key" not in page
+
+
 def test_an_unreachable_provider_is_named(no_provider_env, site_admin):
     client = _client(site_admin)
     client.post(PAGE, {"action": "set", "kind": "compatible", "base_url": "http://127.0.0.1:9/v1"})
