@@ -144,6 +144,19 @@ class Environment:
         shutil.rmtree(self.workdir, ignore_errors=True)
 
 
+def wait_healthy(port: int, timeout: float = 60) -> None:
+    """Until the web server on `port` answers /healthz."""
+    deadline = time.monotonic() + timeout
+    while True:
+        try:
+            with urllib.request.urlopen(f"http://127.0.0.1:{port}/healthz", timeout=2):
+                return
+        except OSError:
+            if time.monotonic() > deadline:
+                raise SystemExit(f"the web server did not answer within {timeout:.0f} s") from None
+            time.sleep(0.2)
+
+
 @contextlib.contextmanager
 def daphne(env: dict, layer: str):
     port = free_port()
