@@ -5,6 +5,7 @@ viewers on a shared Redis (make_session)."""
 from __future__ import annotations
 
 import contextlib
+import ctypes
 import os
 import shutil
 import signal
@@ -29,6 +30,38 @@ def free_port() -> int:
         return probe.getsockname()[1]
 
 
+def _die_with_parent() -> None:
+    ctypes.CDLL("libc.so.6", use_errno=True).prctl(1, signal.SIGTERM)  # PR_SET_PDEATHSIG
+
+
+def _exit_on_sigterm(signum, frame) -> None:  # noqa: ARG001 - signal handler signature
+    raise SystemExit(128 + signum)
+
+
+@contextlib.contextmanager
+def embedded_redis(data_dir: Path):
+    """The embedded Redis of one run, stopped when the run ends, however it ends: a child of
+    this process that dies with it (even on kill -9), and SIGTERM unwinds the run's `with`
+    blocks. One already answering in `data_dir` is not ours and is left running."""
+    from inspect_web.embedded_redis import ensure_embedded_redis  # only without REDIS_URL
+
+    previous = signal.signal(signal.SIGTERM, _exit_on_sigterm)
+    server = ensure_embedded_redis(
+        data_dir, detach=False, start_new_session=True, preexec_fn=_die_with_parent
+    )
+    try:
+        yield server
+    finally:
+        if server.process is not None:
+            server.process.terminate()
+            try:
+                server.process.wait(timeout=10)
+            except subprocess.TimeoutExpired:
+                server.process.kill()
+                server.process.wait()
+        signal.signal(signal.SIGTERM, previous)
+
+
 class Environment:
     """A throwaway database (and Redis, when embedded) for this run, and the environment every
     process of the run shares."""
@@ -41,7 +74,7 @@ class Environment:
         OUT.mkdir(parents=True, exist_ok=True)
         self.workdir = Path(tempfile.mkdtemp(prefix="stream-run-", dir=OUT))
         self.scratch_db = ""
-        self.embedded = None
+        self.embedded: contextlib.ExitStack | None = None
         self.env = {
             "DJANGO_SETTINGS_MODULE": "bench.settings",
             "INSPECT_DATA_DIR": str(self.workdir),
@@ -61,9 +94,8 @@ class Environment:
             self.env["REDIS_URL"] = self.given_redis
         else:
             os.environ.pop("REDIS_URL", None)
-            from inspect_web.embedded_redis import ensure_embedded_redis
-
-            self.embedded = ensure_embedded_redis(self.workdir)
+            self.embedded = contextlib.ExitStack()
+            self.embedded.enter_context(embedded_redis(self.workdir))
         os.environ.update(self.env)
         return self
 
@@ -108,10 +140,21 @@ class Environment:
         if self.scratch_db:
             self._admin(f"DROP DATABASE IF EXISTS {self.db_name} WITH (FORCE)")
         if self.embedded is not None:
-            from inspect_web.embedded_redis import stop_embedded_redis
-
-            stop_embedded_redis(self.workdir)
+            self.embedded.close()
         shutil.rmtree(self.workdir, ignore_errors=True)
+
+
+def wait_healthy(port: int, timeout: float = 60) -> None:
+    """Until the web server on `port` answers /healthz."""
+    deadline = time.monotonic() + timeout
+    while True:
+        try:
+            with urllib.request.urlopen(f"http://127.0.0.1:{port}/healthz", timeout=2):
+                return
+        except OSError:
+            if time.monotonic() > deadline:
+                raise SystemExit(f"the web server did not answer within {timeout:.0f} s") from None
+            time.sleep(0.2)
 
 
 @contextlib.contextmanager

@@ -14,6 +14,7 @@ Prints a table and, on the last line, JSON (also written to var/bench/sandbox.js
 from __future__ import annotations
 
 import argparse
+import contextlib
 import json
 import os
 import shutil
@@ -34,6 +35,8 @@ sys.path.insert(0, str(ROOT))
 TREES = {"small": (500, 10_000), "large": (30_000, 10_000)}  # files, bytes per file
 GIT_ENV = {**os.environ, "GIT_AUTHOR_NAME": "Bench", "GIT_AUTHOR_EMAIL": "bench@example.com",
            "GIT_COMMITTER_NAME": "Bench", "GIT_COMMITTER_EMAIL": "bench@example.com"}  # fmt: skip
+from bench.harness import embedded_redis  # noqa: E402 - after the path and environment
+
 RECIPE = 'setup = ["git ls-files | head -2000 | xargs cat | sha256sum > build.sha"]\n'
 
 
@@ -144,24 +147,13 @@ def concurrent_restores(repository, count: int = 20) -> dict:
     }
 
 
-def main() -> int:
-    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    parser.add_argument("--iterations", type=int, default=40)
-    args = parser.parse_args()
-    BENCH_DIR.mkdir(parents=True, exist_ok=True)
-
-    import django
-
-    django.setup()
+def measure(iterations: int) -> dict:
     from django.conf import settings
     from django.core.management import call_command
 
-    from inspect_web.embedded_redis import ensure_embedded_redis
     from snapshots.build import snapshot_build
     from snapshots.models import Repository, Snapshot
 
-    if settings.EMBEDDED_REDIS:
-        ensure_embedded_redis(settings.EMBEDDED_REDIS_DIR)
     call_command("migrate", verbosity=0)
     report: dict = {"machine": {"cpus": os.cpu_count(), "backend": settings.SANDBOX_RUNTIME}}
     for name, (files, size) in TREES.items():
@@ -172,7 +164,7 @@ def main() -> int:
         snapshot = snapshot_build(repository)
         assert snapshot.state == Snapshot.State.READY, snapshot.error
         restore_once(repository)  # warm the page cache as a real worker's would be
-        samples = [restore_once(repository) for _ in range(args.iterations)]
+        samples = [restore_once(repository) for _ in range(iterations)]
         totals = [r + e for r, e in samples]
         copies = [copy_restore_once(snapshot) for _ in range(3 if name == "large" else 10)]
         report[name] = {
@@ -202,6 +194,25 @@ def main() -> int:
         "concurrent_le_2s": report["concurrent"]["all_running_ms"] <= 2000
         and report["concurrent"]["isolated"],
     }  # fmt: skip
+    return report
+
+
+def main() -> int:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--iterations", type=int, default=40)
+    args = parser.parse_args()
+    BENCH_DIR.mkdir(parents=True, exist_ok=True)
+
+    import django
+
+    django.setup()
+    from django.conf import settings
+
+    run = contextlib.ExitStack()  # the run's embedded Redis stops when it ends
+    if settings.EMBEDDED_REDIS:
+        run.enter_context(embedded_redis(settings.EMBEDDED_REDIS_DIR))
+    with run:
+        report = measure(args.iterations)
     print_table(report)
     (BENCH_DIR / "sandbox.json").write_text(json.dumps(report, indent=2))
     print(json.dumps(report))

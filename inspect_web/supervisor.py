@@ -5,8 +5,10 @@ daphne + the model gateway + a Celery worker + Celery beat as children, while th
 CLIs are installed in the background (each step logged; a clear line when node or npm is
 missing). The console shows a line per process, the URL, and warnings and errors; the rest of
 each child's output is in the data dir's log/ (inspect_web.console). Ctrl-C (or SIGTERM)
-stops every child; the children also die with the supervisor if it is killed outright
-(PR_SET_PDEATHSIG), so nothing is left orphaned.
+stops every child, then the local sandboxes the workers left running (their processes and
+overlay mounts: a sandbox is not a child of its worker, so it would outlive it); each session
+resumes from its own snapshot on its next turn. The children also die with the supervisor if it
+is killed outright (PR_SET_PDEATHSIG), so nothing is left orphaned.
 """
 
 from __future__ import annotations
@@ -34,6 +36,7 @@ from inspect_web.console import Relay, log_dir
 from inspect_web.embedded_redis import EmbeddedRedisError, ensure_embedded_redis
 from inspect_web.env import ConfigError, env_int, env_str, restrict_umask
 from snapshots import agent_installs
+from snapshots.backends import sandbox_backend
 
 PR_SET_PDEATHSIG = 1
 
@@ -144,12 +147,27 @@ def _stop(children: dict[str, subprocess.Popen], grace: float = 10.0) -> None:
             child.wait()
 
 
+def stop_local_sandboxes() -> list[str]:
+    """Terminate every sandbox of this data dir's local backend, live or half-dead (processes
+    killed, overlay and disk mounts undone, directories removed). Run after the workers have
+    stopped, so no turn is starting one. Returns their ids."""
+    if settings.SANDBOX_BACKEND != "local" or not (settings.SANDBOX_ROOT / "sandboxes").is_dir():
+        return []
+    backend = sandbox_backend()
+    stopped = []
+    for sandbox_id in backend.list_sandboxes():
+        backend.attach(sandbox_id).terminate()
+        stopped.append(sandbox_id)
+    return stopped + backend.reap()
+
+
 def run() -> int:
     os.environ.setdefault("DJANGO_SETTINGS_MODULE", "inspect_web.settings")
     restrict_umask()  # the children (Redis, daphne, Celery) inherit it
 
     children: dict[str, subprocess.Popen] = {}
     stopping = False
+    workers_started = False
 
     def request_stop(signum, frame):  # noqa: ARG001 - signal handler signature
         nonlocal stopping
@@ -196,6 +214,7 @@ def run() -> int:
                      "--schedule", str(settings.DATA_DIR / "celerybeat-schedule")],
         }  # fmt: skip
         logs = log_dir(settings.DATA_DIR)
+        workers_started = True
         for name, command in commands.items():
             children[name] = subprocess.Popen(
                 command,
@@ -234,6 +253,14 @@ def run() -> int:
         return 2
     finally:
         _stop(children)
+        if workers_started:
+            try:
+                stopped = stop_local_sandboxes()
+            except Exception as exc:  # still exit; the next start's beat reaps what is left
+                print(f"inspect-web: could not stop the sandboxes: {exc}", file=sys.stderr)
+            else:
+                if stopped:
+                    print(f"Stopped {len(stopped)} sandbox(es).", flush=True)
 
 
 if __name__ == "__main__":

@@ -20,7 +20,7 @@ from django.db import connection, transaction
 from django.utils import timezone
 
 from accounts.identity import verified_email
-from sessions import conversations, model_access, services, states, turn_audit
+from sessions import conversations, database_outage, model_access, services, states, turn_audit
 from sessions.agents import AgentError, get_runtime, honours_sync, validate_agent
 from sessions.agents.approvals import SessionApprovals, agent_env
 from sessions.agents.base import EVENT_KIND, Author, Turn
@@ -207,6 +207,11 @@ class TurnRunner:
             return "stopped" if stopped else "idle"
         except LeaseLost:
             raise
+        except database_outage.DATABASE_LOST as exc:
+            # The database restarted mid-turn: once it is back, resume from the last snapshot.
+            if database_outage.resumable(self.session.pk, prompt.attempts + 1, exc):
+                return "resuming"  # drive_session claims this still-running prompt again
+            return self._fail(database_outage.failure_message(exc))
         except (SandboxError, AgentError, NoSnapshot, mirror.MirrorError) as exc:
             return self._fail(str(exc))
         except Exception as exc:

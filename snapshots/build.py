@@ -45,6 +45,7 @@ log = logging.getLogger(__name__)
 LOG_HEAD = 20_000
 LOG_TAIL = 40_000
 LOCK_SECONDS = 3 * 3600
+NO_SPACE = "No space left on device"  # strerror(ENOSPC), as git and cp print it
 # Never a change a person made: what running Python, its tests and linters leave behind.
 TOOL_CACHES = ("__pycache__/", "*.py[cod]", ".pytest_cache/", ".ruff_cache/", ".mypy_cache/")
 
@@ -278,6 +279,10 @@ def _finish(snapshot: Snapshot, build_log: BuildLog, started: float, state: str)
 def _describe(exc: Exception) -> str:
     if isinstance(exc, OSError) and exc.errno == errno.ENOSPC:
         return f"the disk is full ({exc.filename or settings.DATA_DIR}); free space and refresh"
+    if NO_SPACE in str(exc):  # said by a tool the build ran (git, cp), not raised as ENOSPC
+        where = settings.SANDBOX_ROOT if isinstance(exc, SandboxError) else settings.DATA_DIR
+        said = next(line for line in str(exc).splitlines() if NO_SPACE in line)
+        return f"the disk is full ({where}); free space and refresh (the build stopped at: {said})"
     if isinstance(exc, mirror.MirrorError):
         return f"cannot fetch the repository: {exc}"
     return str(exc)

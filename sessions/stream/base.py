@@ -5,13 +5,16 @@ rule), re-checked while the socket is open through its AccessWatch.
 
 from __future__ import annotations
 
+import asyncio
 import json
+import logging
 from collections.abc import Callable
 from typing import Any
 
 from channels.db import database_sync_to_async
 from channels.generic.websocket import AsyncWebsocketConsumer
 from django.contrib.auth.models import AnonymousUser
+from redis.exceptions import RedisError
 
 from sessions import live_access
 
@@ -26,6 +29,12 @@ GONE = 4404  # no running sandbox
 SERVER_ERROR = 4500
 UNAVAILABLE = 4502  # the preview cannot be reached
 TRY_AGAIN = 4503  # Redis or the database unreachable
+
+# What the channel layer raises when Redis cannot be reached.
+LAYER_ERRORS = (RedisError, OSError, ConnectionError, asyncio.TimeoutError)
+REDIS_UNAVAILABLE = "Live updates are unavailable right now (Redis); reconnect shortly."
+
+log = logging.getLogger(__name__)
 
 NO_SUCH_SESSION = "This session does not exist or you are not a member of its repository."
 NO_LONGER_MEMBER = "You are no longer a member of this session's repository."
@@ -54,6 +63,24 @@ def scope_token_user(scope: dict):
 class SessionSocket(live_access.AccessWatch, AsyncWebsocketConsumer):
     """Base of the websockets of one session (`session_id` in the route)."""
 
+    # False: refusals carry only the code (the preview's socket speaks the app's protocol).
+    speaks_json = True
+
+    async def __call__(self, scope, receive, send) -> None:
+        # Channels asks the layer for this socket's channel before the handshake is even
+        # read; with Redis down that raised and daphne answered HTTP 500, which the page's
+        # websocket does not retry. Refuse with 4503 instead: the page reconnects on it.
+        self.channel_name = None
+        try:
+            await super().__call__(scope, receive, send)
+        except LAYER_ERRORS as exc:
+            if self.channel_name is not None:
+                raise  # the layer failed later, not in the handshake
+            log.warning("websocket %s refused: Redis unavailable (%s)", scope.get("path"), exc)
+            await refuse_without_layer(
+                receive, send, TRY_AGAIN, REDIS_UNAVAILABLE if self.speaks_json else None
+            )
+
     @property
     def session_id(self) -> int:
         return int(self.scope["url_route"]["kwargs"]["session_id"])
@@ -77,3 +104,14 @@ class SessionSocket(live_access.AccessWatch, AsyncWebsocketConsumer):
 
     async def send_json(self, message: dict) -> None:
         await self.send(text_data=json.dumps(message))
+
+
+async def refuse_without_layer(receive, send, code: int, message: str | None) -> None:
+    """SessionSocket.refuse in plain ASGI, for a socket that has no channel (yet)."""
+    if (await receive())["type"] != "websocket.connect":
+        return  # the client left before the handshake
+    await send({"type": "websocket.accept"})
+    if message is not None:
+        frame = {"type": "error", "code": code, "message": message}
+        await send({"type": "websocket.send", "text": json.dumps(frame)})
+    await send({"type": "websocket.close", "code": code})

@@ -87,6 +87,7 @@ def _open_door(user, session_id: int):
 
 
 class PreviewSocketConsumer(SessionSocket):
+    speaks_json = False
     upstream: ClientConnection | None = None
     pump: asyncio.Task | None = None
 

@@ -241,8 +241,12 @@ class LayerStore:
             "created": time.time(),
         }
         tmp = self.snapshots_dir / f".{snap_id}.tmp"
-        tmp.write_text(json.dumps(meta))
-        os.rename(tmp, self.snapshots_dir / f"{snap_id}.json")
+        try:
+            tmp.write_text(json.dumps(meta))
+            os.rename(tmp, self.snapshots_dir / f"{snap_id}.json")
+        except BaseException:  # e.g. the disk is full: no half-written snapshot left behind
+            tmp.unlink(missing_ok=True)
+            raise
         return snap_id
 
     def read_snapshot(self, snap_id: str) -> dict:
