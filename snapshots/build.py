@@ -240,6 +240,7 @@ def _run_setup(
     secrets and the same egress: the build's."""
     env = _secret_env(repository)
     build_log.secrets = list(env.values())
+    started = time.monotonic()
     sandbox = sandbox_backend().create(
         snapshot=base,
         network=recipe.egress,
@@ -252,10 +253,13 @@ def _run_setup(
     phase = "refresh" if catch_up else "setup"
     refused = 0  # egress refusals already in the log
     try:
+        build_log.write(f"sandbox ready in {time.monotonic() - started:.2f} s")
         if catch_up is not None:
+            started = time.monotonic()
             paths = incremental.catch_up(sandbox, catch_up[0], catch_up[1], snapshot.commit)
             build_log.write(
-                f"brought the tree to {snapshot.commit[:12]}: {len(paths)} files changed"
+                f"brought the tree to {snapshot.commit[:12]} in "
+                f"{time.monotonic() - started:.2f} s: {len(paths)} files changed"
             )
         for command in commands:
             build_log.write(f"$ {command}")
@@ -292,7 +296,10 @@ def _run_setup(
         numbers = measured.stdout.split()
         if len(numbers) == 2:
             snapshot.size_bytes, snapshot.file_count = int(numbers[0]), int(numbers[1])
-        return sandbox.snapshot()
+        started = time.monotonic()
+        ref = sandbox.snapshot()
+        build_log.write(f"frozen in {time.monotonic() - started:.2f} s")
+        return ref
     finally:
         sandbox.terminate()
 

@@ -142,16 +142,15 @@ def catch_up(sandbox: Sandbox, mirror_dir, previous: Snapshot, commit: str) -> l
 def record_layers(snapshot: Snapshot, previous: Snapshot | None) -> None:
     """Fill in the snapshot's layer depth, parent and the bytes its own layer added; queue a
     background flatten once the stack is FLATTEN_DEPTH deep."""
-    layers = sandbox_backend(snapshot.backend).snapshot_layers(
-        SnapshotRef.parse(snapshot.backend_ref)
-    )
+    backend = sandbox_backend(snapshot.backend)
+    layers = backend.snapshot_layers(SnapshotRef.parse(snapshot.backend_ref))
     snapshot.layer_depth = len(layers)
     if previous is None:
         snapshot.kind = Snapshot.Kind.FULL
         return
     snapshot.kind, snapshot.parent = Snapshot.Kind.INCREMENTAL, previous
     grew = snapshot.layer_depth > previous.layer_depth
-    snapshot.added_bytes = max(layers[-1][1], 0) if grew else 0
+    snapshot.added_bytes = max(backend.layer_bytes(layers[-1]), 0) if grew else 0
     if snapshot.layer_depth >= FLATTEN_DEPTH:
         pk = snapshot.pk
         transaction.on_commit(lambda: current_app.send_task(FLATTEN_TASK, args=(pk,)))

@@ -488,13 +488,16 @@ class SandboxBackend(ABC):
     # A layered backend's store (overlay.LayerStore); None: the backend keeps whole images.
     store: Any = None
 
-    def snapshot_layers(self, ref: SnapshotRef) -> list[tuple[str, int]]:
-        """The layers a restore of ``ref`` stacks, bottom first, with their sizes in bytes
-        (-1: unknown). A backend that keeps no layers of its own has one."""
+    def snapshot_layers(self, ref: SnapshotRef) -> list[str]:
+        """The layers a restore of ``ref`` stacks, bottom first. A backend that keeps no layers
+        of its own has one: the snapshot itself."""
         if self.store is None:
-            return [(ref.ref, -1)]
-        layers = self.store.read_snapshot(ref.ref)["layers"]
-        return [(layer, self.store.layer_bytes(layer)) for layer in layers]
+            return [ref.ref]
+        return list(self.store.read_snapshot(ref.ref)["layers"])
+
+    def layer_bytes(self, layer: str) -> int:
+        """Bytes one layer holds (-1: unknown to this backend)."""
+        return -1 if self.store is None else self.store.layer_bytes(layer)
 
     def flatten_snapshot(self, ref: SnapshotRef) -> SnapshotRef:
         """A snapshot of the same tree in one layer (``ref`` itself when it has one)."""

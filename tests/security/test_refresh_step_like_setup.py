@@ -108,7 +108,7 @@ def test_the_refresh_step_gets_what_setup_gets_and_no_more(inspect_cli, widgets)
     assert stacked.egress == full.egress == {"mode": "allowlist", "domains": ["localhost"]}
 
     # Nothing of the secrets in the layer the refresh added.
-    top, _ = backend.snapshot_layers(SnapshotRef.parse(stacked.backend_ref))[-1]
+    top = backend.snapshot_layers(SnapshotRef.parse(stacked.backend_ref))[-1]
     for path in backend.store.layer_path(top).rglob("*"):
         if path.is_file() and not path.is_symlink():
             data = path.read_bytes()

@@ -172,9 +172,7 @@ def test_gc_never_deletes_a_layer_a_newer_snapshot_stacks_on(inspect_cli, widget
         widgets.upstream.commit({f"src/n{n}.py": f"N = {n}\n"})
         newest = refresh(inspect_cli)
     backend = sandbox_backend()
-    first_layers = [
-        name for name, _ in backend.snapshot_layers(SnapshotRef.parse(first.backend_ref))
-    ]
+    first_layers = backend.snapshot_layers(SnapshotRef.parse(first.backend_ref))
     deleted = collect_snapshot_garbage(keep=1)
     assert first.pk in deleted and newest.pk not in deleted
     assert all(backend.store.layer_path(layer).exists() for layer in first_layers)
