@@ -150,7 +150,8 @@ def record_layers(snapshot: Snapshot, previous: Snapshot | None) -> None:
         return
     snapshot.kind, snapshot.parent = Snapshot.Kind.INCREMENTAL, previous
     grew = snapshot.layer_depth > previous.layer_depth
-    snapshot.added_bytes = max(backend.layer_bytes(layers[-1]), 0) if grew else 0
+    added = backend.layer_bytes(layers[-1]) if grew else 0
+    snapshot.added_bytes = added if added >= 0 else None  # None: the backend cannot tell
     if snapshot.layer_depth >= FLATTEN_DEPTH:
         pk = snapshot.pk
         transaction.on_commit(lambda: current_app.send_task(FLATTEN_TASK, args=(pk,)))

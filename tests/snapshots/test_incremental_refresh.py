@@ -3,6 +3,7 @@ previous snapshot; an unmoved branch builds nothing; deep stacks are flattened; 
 newer snapshots stack on; the copy fallback restores stacked snapshots too."""
 
 import json
+import time
 
 import pytest
 
@@ -151,19 +152,22 @@ def test_a_deep_stack_is_flattened_to_the_same_tree(inspect_cli, widgets):
     assert run(widgets, "cat build/b.py") == "B = 9\n"
 
 
-def test_a_refresh_at_the_flatten_depth_queues_the_flatten(
-    inspect_cli, widgets, monkeypatch, django_capture_on_commit_callbacks
+@pytest.mark.django_db(transaction=True)
+def test_a_refresh_at_the_flatten_depth_is_flattened_by_a_worker(
+    inspect_cli, widgets, monkeypatch, celery_worker_process
 ):
-    monkeypatch.setattr(incremental, "FLATTEN_DEPTH", 3)
-    sent = []
-    monkeypatch.setattr(
-        incremental.current_app, "send_task", lambda name, args: sent.append((name, args))
-    )
+    monkeypatch.setattr(incremental, "FLATTEN_DEPTH", 3)  # queue it at the first stacked layer
     refresh(inspect_cli)
     widgets.upstream.commit({"src/a.py": "A = 7\n"})
-    with django_capture_on_commit_callbacks(execute=True):
-        snapshot = refresh(inspect_cli)
-    assert sent == [("snapshots.tasks.flatten_snapshot", (snapshot.pk,))]
+    snapshot = refresh(inspect_cli)
+    assert snapshot.kind == "incremental"
+    deadline = time.monotonic() + 120
+    while Snapshot.objects.get(pk=snapshot.pk).layer_depth != 1:
+        assert time.monotonic() < deadline, "the worker did not flatten the snapshot"
+        time.sleep(0.2)
+    snapshot.refresh_from_db()
+    assert len(sandbox_backend().snapshot_layers(SnapshotRef.parse(snapshot.backend_ref))) == 1
+    assert run(widgets, "cat build/a.py setup.log") == "A = 7\nsetup-ran\n"
 
 
 def test_gc_never_deletes_a_layer_a_newer_snapshot_stacks_on(inspect_cli, widgets):
