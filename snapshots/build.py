@@ -39,7 +39,7 @@ from snapshots.recipe import (
     read_recipe_file,
 )
 from snapshots.repository_files import lockfile_hashes
-from snapshots.sandbox import Limits, SandboxError, SnapshotRef
+from snapshots.sandbox import Limits, SandboxError, SnapshotNotFound, SnapshotRef
 
 log = logging.getLogger(__name__)
 
@@ -183,7 +183,7 @@ def _build(repository: Repository, branch: str, build_log: BuildLog, full: bool)
                     base=SnapshotRef.parse(previous.backend_ref),
                     commands=recipe.refresh, catch_up=(mirror_dir, previous),
                 )  # fmt: skip
-            except incremental.CatchUpFailed as exc:
+            except (incremental.CatchUpFailed, SnapshotNotFound) as exc:
                 build_log.write(f"{exc}; rebuilding from scratch")
                 previous = None
         else:

@@ -96,7 +96,7 @@ def stack_base(
     """The snapshot the new one (commit, recipe, egress and lockfile hashes filled in) may
     stack on, and why; (None, why not) when it must be rebuilt from scratch."""
     previous = _previous(repository, snapshot.branch, backend_name)
-    if previous is None:
+    if previous is None or not previous.backend_ref:
         return None, "no ready snapshot of the branch to start from"
     if (previous.recipe_toml, previous.recipe_source) != (
         snapshot.recipe_toml,

@@ -195,3 +195,12 @@ def test_the_copy_fallback_restores_a_stacked_snapshot(inspect_cli, widgets, mon
         assert restored.sandbox.run("cat build/a.py", cwd="/workspace").stdout == "A = 3\n"
     finally:
         restored.sandbox.terminate()
+
+
+def test_a_previous_snapshot_whose_data_is_gone_is_rebuilt_from_scratch(inspect_cli, widgets):
+    first = refresh(inspect_cli)
+    sandbox_backend().delete_snapshot(SnapshotRef.parse(first.backend_ref))
+    widgets.upstream.commit({"src/a.py": "A = 8\n"})
+    snapshot = refresh(inspect_cli)
+    assert snapshot.kind == "full" and "rebuilding from scratch" in snapshot.log
+    assert run(widgets, "cat build/a.py") == "A = 8\n"
