@@ -6,7 +6,7 @@ UV_VERSION := 0.13.9
 export INSPECT_DATA_DIR ?= $(CURDIR)/var
 
 .PHONY: run test lint format vulture system-packages clean bench-sandbox bench-stream bench-page \
-	bench-metrics bench-gateway bench-load
+	bench-metrics bench-gateway bench-load bench-refresh
 
 $(BIN)/python:
 	$(PYTHON) -m venv $(VENV)
@@ -73,3 +73,6 @@ bench-gateway: $(VENV)/.installed
 # Faults under load (issue 19); BENCH_LOAD_ARGS="--minutes 2" for a short run.
 bench-load: $(VENV)/.installed system-packages
 	$(BIN)/python bench/load.py $(BENCH_LOAD_ARGS)
+
+bench-refresh: $(VENV)/.installed system-packages
+	$(BIN)/python bench/refresh.py

@@ -25,7 +25,7 @@ from django.utils import timezone
 from approvals.redaction import redact
 from approvals.secrets import SecretsUnavailable, secret_env
 from inspect_web.redis_client import get_redis
-from snapshots import agent_installs, mirror
+from snapshots import agent_installs, incremental, mirror
 from snapshots.backends import sandbox_backend
 from snapshots.egress import as_json, egress_for_build
 from snapshots.live_log import LiveLog
@@ -33,12 +33,13 @@ from snapshots.models import Repository, Snapshot
 from snapshots.recipe import (
     LOCKFILE_PATTERNS,
     RECIPE_PATH,
+    Recipe,
     RecipeError,
     load_recipe,
     read_recipe_file,
 )
 from snapshots.repository_files import lockfile_hashes
-from snapshots.sandbox import Limits, SandboxError
+from snapshots.sandbox import Limits, SandboxError, SnapshotNotFound, SnapshotRef
 
 log = logging.getLogger(__name__)
 
@@ -98,8 +99,11 @@ def snapshot_build(
     *,
     branch: str | None = None,
     echo: Callable[[str], None] | None = None,
+    full: bool = False,
 ) -> Snapshot:
-    """Build a new snapshot, or wait for the build already under way and return its result."""
+    """Build a new snapshot, or wait for the build already under way and return its result.
+    Unless `full`, a refresh stacks on the previous snapshot when it can, and builds nothing
+    when the branch and recipe have not moved (snapshots/incremental.py)."""
     lock = _lock(repository)
     if not lock.acquire(blocking=False):
         if echo:
@@ -111,17 +115,24 @@ def snapshot_build(
             return latest
         lock.acquire(blocking=True)
     try:
-        return _build(repository, branch or repository.default_branch, BuildLog(echo))
+        return _build(repository, branch or repository.default_branch, BuildLog(echo), full)
     finally:
         lock.release()
 
 
-def _build(repository: Repository, branch: str, build_log: BuildLog) -> Snapshot:
+def _build(repository: Repository, branch: str, build_log: BuildLog, full: bool) -> Snapshot:
     backend = sandbox_backend()
     # We hold the build lock, so a row still "building" is from a build whose worker died.
     Snapshot.objects.filter(repository=repository, state=Snapshot.State.BUILDING).update(
         state=Snapshot.State.FAILED, error="the build was interrupted (its worker stopped)"
     )
+    checked = None if full else incremental.unchanged(repository, branch, backend.name)
+    if checked is not None:
+        build_log.write(
+            f"{branch} is still at {checked.commit[:12]} and the recipe has not changed: "
+            f"snapshot {checked.pk} stays (checked {checked.checked_at:%Y-%m-%d %H:%M:%S})"
+        )
+        return checked
     snapshot = Snapshot.objects.create(
         repository=repository, branch=branch, backend=backend.name, state=Snapshot.State.BUILDING
     )
@@ -159,65 +170,41 @@ def _build(repository: Repository, branch: str, build_log: BuildLog) -> Snapshot
         snapshot.recipe_toml = repository.recipe_override or read_recipe_file(workspace)
         snapshot.lockfile_hashes = lockfile_hashes(workspace, LOCKFILE_PATTERNS)
         _install_agent_pins(recipe, build_log, backend.name)
-        base_ref = backend.snapshot_from_directory(
-            str(workspace), labels={"repository": repository.name}
+        previous, why = (
+            (None, "a full build was asked for")
+            if full
+            else incremental.stack_base(repository, snapshot, backend.name, mirror_dir)
         )
-        if not recipe.setup:
-            ref = base_ref
-            snapshot.size_bytes, snapshot.file_count = _measure(workspace)
-        else:
-            refs_to_drop.append(base_ref)
-            env = _secret_env(repository)
-            build_log.secrets = list(env.values())
-            sandbox = backend.create(
-                snapshot=base_ref,
-                network=recipe.egress,
-                limits=Limits(wall_seconds=settings.SNAPSHOT_SETUP_TIMEOUT),
-                labels={"repository": repository.name, "purpose": "snapshot-build"},
-            )
-            refused = 0  # egress refusals already in the log
+        ref = None
+        if previous is not None:
+            build_log.write(f"incremental refresh: {why}")
             try:
-                for command in recipe.setup:
-                    build_log.write(f"$ {command}")
-                    # Secrets go to this exec only (contained: its tree ends with it), never
-                    # the sandbox's env or its files.
-                    handle = sandbox.exec(command, cwd="/workspace", secrets=env)
-                    for line in handle:
-                        build_log.write(line.text)
-                    result = handle.wait()
-                    for refusal in sandbox.egress_refusals(after=refused):
-                        refused += 1
-                        build_log.write(
-                            f"egress refused: {refusal.get('host')}:{refusal.get('port')}"
-                            f" ({refusal.get('reason')})"
-                        )
-                    if not result.ok:
-                        why = f"hit its {result.limit_hit} limit" if result.limit_hit else ""
-                        raise BuildFailed(
-                            f"setup command {command!r} failed with exit code "
-                            f"{result.exit_code}{' and ' + why if why else ''}",
-                            exit_code=result.exit_code,
-                        )
-                # What setup made (dependencies, build output) is the baseline, not a change:
-                # keep it out of every session's diff and commits.
-                # So are the caches that running code and tests leave (byte-code, test caches).
-                sandbox.run(
-                    "git -c safe.directory=* ls-files --others --exclude-standard --directory"
-                    " | sed 's|^|/|' >> .git/info/exclude"
-                    f" && printf '%s\\n' {' '.join(map(shlex.quote, TOOL_CACHES))}"
-                    " >> .git/info/exclude",
-                    cwd="/workspace",
+                ref = _run_setup(
+                    repository, snapshot, recipe, build_log,
+                    base=SnapshotRef.parse(previous.backend_ref),
+                    commands=recipe.refresh, catch_up=(mirror_dir, previous),
+                )  # fmt: skip
+            except (incremental.CatchUpFailed, SnapshotNotFound) as exc:
+                build_log.write(f"{exc}; rebuilding from scratch")
+                previous = None
+        else:
+            build_log.write(f"full build: {why}")
+        if ref is None:
+            base_ref = backend.snapshot_from_directory(
+                str(workspace), labels={"repository": repository.name}
+            )
+            if not recipe.setup:
+                ref = base_ref
+                snapshot.size_bytes, snapshot.file_count = _measure(workspace)
+            else:
+                refs_to_drop.append(base_ref)
+                ref = _run_setup(
+                    repository, snapshot, recipe, build_log, base=base_ref, commands=recipe.setup
                 )
-                measured = sandbox.run("du -sb . | cut -f1; find . -xdev | wc -l", cwd="/workspace")
-                numbers = measured.stdout.split()
-                if len(numbers) == 2:
-                    snapshot.size_bytes, snapshot.file_count = int(numbers[0]), int(numbers[1])
-                ref = sandbox.snapshot()
-            finally:
-                sandbox.terminate()
         snapshot.backend_ref = str(ref)
         snapshot.exit_code = 0
         with transaction.atomic():
+            incremental.record_layers(snapshot, previous)
             _finish(snapshot, build_log, started, Snapshot.State.READY)
             Snapshot.objects.filter(
                 repository=repository, branch=branch, state=Snapshot.State.READY
@@ -237,6 +224,85 @@ def _build(repository: Repository, branch: str, build_log: BuildLog) -> Snapshot
                 log.warning("could not delete intermediate snapshot %s: %s", ref, exc)
         shutil.rmtree(workdir, ignore_errors=True)
     return snapshot
+
+
+def _run_setup(
+    repository: Repository,
+    snapshot: Snapshot,
+    recipe: Recipe,
+    build_log: BuildLog,
+    *,
+    base: SnapshotRef,
+    commands: tuple[str, ...],
+    catch_up: tuple[Path, Snapshot] | None = None,
+) -> SnapshotRef:
+    """Run `commands` (`setup`, or `refresh` on top of the previous snapshot brought to the new
+    commit by `catch_up`) in a sandbox restored from `base`, and freeze it. Both get the same
+    secrets and the same egress: the build's."""
+    env = _secret_env(repository)
+    build_log.secrets = list(env.values())
+    started = time.monotonic()
+    sandbox = sandbox_backend().create(
+        snapshot=base,
+        network=recipe.egress,
+        limits=Limits(wall_seconds=settings.SNAPSHOT_SETUP_TIMEOUT),
+        labels={
+            "repository": repository.name,
+            "purpose": "snapshot-refresh" if catch_up else "snapshot-build",
+        },
+    )
+    phase = "refresh" if catch_up else "setup"
+    refused = 0  # egress refusals already in the log
+    try:
+        build_log.write(f"sandbox ready in {time.monotonic() - started:.2f} s")
+        if catch_up is not None:
+            started = time.monotonic()
+            paths = incremental.catch_up(sandbox, catch_up[0], catch_up[1], snapshot.commit)
+            build_log.write(
+                f"brought the tree to {snapshot.commit[:12]} in "
+                f"{time.monotonic() - started:.2f} s: {len(paths)} files changed"
+            )
+        for command in commands:
+            build_log.write(f"$ {command}")
+            # Secrets go to this exec only (contained: its tree ends with it), never
+            # the sandbox's env or its files.
+            handle = sandbox.exec(command, cwd="/workspace", secrets=env)
+            for line in handle:
+                build_log.write(line.text)
+            result = handle.wait()
+            for refusal in sandbox.egress_refusals(after=refused):
+                refused += 1
+                build_log.write(
+                    f"egress refused: {refusal.get('host')}:{refusal.get('port')}"
+                    f" ({refusal.get('reason')})"
+                )
+            if not result.ok:
+                why = f"hit its {result.limit_hit} limit" if result.limit_hit else ""
+                raise BuildFailed(
+                    f"{phase} command {command!r} failed with exit code "
+                    f"{result.exit_code}{' and ' + why if why else ''}",
+                    exit_code=result.exit_code,
+                )
+        # What setup made (dependencies, build output) is the baseline, not a change:
+        # keep it out of every session's diff and commits.
+        # So are the caches that running code and tests leave (byte-code, test caches).
+        caches = "" if catch_up else f" {' '.join(map(shlex.quote, TOOL_CACHES))}"
+        sandbox.run(
+            "git -c safe.directory=* ls-files --others --exclude-standard --directory"
+            " | sed 's|^|/|' >> .git/info/exclude"
+            + (f" && printf '%s\\n'{caches} >> .git/info/exclude" if caches else ""),
+            cwd="/workspace",
+        )
+        measured = sandbox.run("du -sb . | cut -f1; find . -xdev | wc -l", cwd="/workspace")
+        numbers = measured.stdout.split()
+        if len(numbers) == 2:
+            snapshot.size_bytes, snapshot.file_count = int(numbers[0]), int(numbers[1])
+        started = time.monotonic()
+        ref = sandbox.snapshot()
+        build_log.write(f"frozen in {time.monotonic() - started:.2f} s")
+        return ref
+    finally:
+        sandbox.terminate()
 
 
 def _install_agent_pins(recipe, build_log: BuildLog, backend_name: str) -> None:

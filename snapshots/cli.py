@@ -71,6 +71,11 @@ def register(areas, command) -> None:
     refresh.add_argument("name")
     refresh.add_argument("--branch")
     refresh.add_argument("--json", action="store_true")
+    refresh.add_argument(
+        "--full",
+        action="store_true",
+        help="rebuild from scratch (no incremental layer, even when nothing changed)",
+    )
     listing = command_parser(snapshot, "list", snapshot_list, "list snapshots")
     listing.add_argument("name", nargs="?")
     listing.add_argument("--json", action="store_true")
@@ -185,7 +190,12 @@ def _snapshot_json(snapshot: Snapshot) -> dict:
         "size_bytes": snapshot.size_bytes,
         "file_count": snapshot.file_count,
         "error": snapshot.error,
+        "kind": snapshot.kind,
+        "parent": snapshot.parent_id,
+        "layer_depth": snapshot.layer_depth,
+        "added_bytes": snapshot.added_bytes,
         "created_at": snapshot.created_at.isoformat(),
+        "checked_at": snapshot.checked_at.isoformat() if snapshot.checked_at else None,
     }
 
 
@@ -193,19 +203,33 @@ def snapshot_refresh(command, options) -> int:
     repository = repository_named(options["name"])
     # The build log is the repository's own output: printed inert, like every untrusted text.
     echo = None if options["json"] else (lambda line: command.stdout.write(inert(line)))
-    snapshot = snapshot_build(repository, branch=options["branch"], echo=echo)
+    snapshot = snapshot_build(
+        repository, branch=options["branch"], echo=echo, full=options.get("full", False)
+    )
     data = _snapshot_json(snapshot)
     if options["json"]:
         command.stdout.write(json.dumps(data))
     else:
         command.stdout.write(
-            f"snapshot {data['id']} {data['state']}: commit {data['commit'][:12]}, "
-            f"{data['build_seconds']} s, {data['size_bytes']} bytes, {data['file_count']} files"
+            f"snapshot {data['id']} {data['state']} ({_kind(snapshot)}): commit "
+            f"{data['commit'][:12]}, {data['build_seconds']} s, {data['size_bytes']} bytes, "
+            f"{data['file_count']} files"
         )
     if snapshot.state != Snapshot.State.READY:
         command.stderr.write(f"build failed: {snapshot.error}")
         return 1
     return 0
+
+
+def _kind(snapshot: Snapshot) -> str:
+    """How the snapshot came about, as the CLI and the Snapshots page say it."""
+    if snapshot.kind == Snapshot.Kind.INCREMENTAL:
+        text = f"incremental on #{snapshot.parent_id}, {snapshot.layer_depth} layers"
+    else:
+        text = f"full, {snapshot.layer_depth} layers"
+    if snapshot.checked_at:
+        text += f"; unchanged at the check of {snapshot.checked_at:%Y-%m-%d %H:%M:%S}"
+    return text
 
 
 def snapshot_list(command, options) -> int:
@@ -219,7 +243,8 @@ def snapshot_list(command, options) -> int:
     for row in rows:
         command.stdout.write(
             f"{row['id']:>5} {row['repository']:<20} {row['branch']:<12} {row['commit'][:10]:<10} "
-            f"{row['state']:<10} {row['build_seconds'] or '':>8} {row['error'][:60]}"
+            f"{row['state']:<10} {row['build_seconds'] or '':>8} {row['kind']:<11} "
+            f"{row['checked_at'] or '':<25} {row['error'][:60]}"
         )
     return 0
 

@@ -82,6 +82,10 @@ class Snapshot(models.Model):
         FAILED = "failed"
         DELETED = "deleted"
 
+    class Kind(models.TextChoices):
+        FULL = "full"
+        INCREMENTAL = "incremental"
+
     repository_path = "repository"
 
     repository = models.ForeignKey(Repository, on_delete=models.CASCADE, related_name="snapshots")
@@ -98,6 +102,19 @@ class Snapshot(models.Model):
     recipe_source = models.CharField(max_length=100, blank=True)
     egress = models.JSONField(
         default=dict, blank=True, help_text="The egress in force when it was built."
+    )
+    # Incremental refresh (snapshots/incremental.py): a snapshot stacked on `parent` holds only
+    # what changed since it, as one more layer; `layer_depth` counts the layers a restore mounts.
+    kind = models.CharField(max_length=20, choices=Kind.choices, default=Kind.FULL)
+    parent = models.ForeignKey(
+        "self", null=True, blank=True, on_delete=models.SET_NULL, related_name="stacked"
+    )
+    layer_depth = models.PositiveSmallIntegerField(default=1)
+    added_bytes = models.BigIntegerField(
+        null=True, blank=True, help_text="Bytes of the layer this build added (incremental)."
+    )
+    checked_at = models.DateTimeField(
+        null=True, blank=True, help_text="Last refresh that found the branch and recipe unmoved."
     )
     log = models.TextField(blank=True, help_text="Build output (head and tail when long).")
     exit_code = models.IntegerField(null=True, blank=True)

@@ -89,6 +89,9 @@ class StartCommand:
 @dataclass(frozen=True)
 class Recipe:
     setup: tuple[str, ...] = ()
+    # Incremental refresh only: run after the tree is brought to the new commit on top of the
+    # previous snapshot (an incremental build step); same secrets and egress as `setup`.
+    refresh: tuple[str, ...] = ()
     start: tuple[StartCommand, ...] = ()
     verify: tuple[str, ...] = ()
     preview: Preview | None = None
@@ -101,7 +104,17 @@ class Recipe:
     source: str = "default"  # where it came from: the repository file, the dashboard, or default
 
 
-_KEYS = {"setup", "start", "verify", "preview", "ui", "egress", "refresh_minutes", "agents"}
+_KEYS = {
+    "setup",
+    "refresh",
+    "start",
+    "verify",
+    "preview",
+    "ui",
+    "egress",
+    "refresh_minutes",
+    "agents",
+}
 
 
 def _commands(data: dict, key: str, where: str) -> tuple[str, ...]:
@@ -302,6 +315,8 @@ def _recipe(data: dict, where: str) -> Recipe:
         raise RecipeError(f"{where}: 'ui' must be a list of glob strings", key="ui")
     with _key("setup"):
         setup = _commands(data, "setup", where)
+    with _key("refresh"):
+        refresh_commands = _commands(data, "refresh", where)
     with _key("start"):
         start = _start_commands(data, where)
     with _key("verify"):
@@ -310,6 +325,7 @@ def _recipe(data: dict, where: str) -> Recipe:
         agents = _agents(data.get("agents", {}), where)
     return Recipe(
         setup=setup,
+        refresh=refresh_commands,
         start=start,
         verify=verify,
         preview=preview,

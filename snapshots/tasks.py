@@ -6,10 +6,12 @@ from datetime import timedelta
 
 from celery import shared_task
 from django.db.models import Max
+from django.db.models.functions import Coalesce, Greatest
 from django.utils import timezone
 
 from snapshots.build import snapshot_build
 from snapshots.garbage import collect_snapshot_garbage as collect
+from snapshots.incremental import flatten_stack
 from snapshots.models import Repository, Snapshot
 from snapshots.prewarm import prewarm_sandbox
 from snapshots.prewarm import reap_prewarmed_sandboxes as reap
@@ -31,7 +33,13 @@ def refresh_due_snapshots() -> list[int]:
     due = []
     now = timezone.now()
     repositories = Repository.objects.filter(archived_at__isnull=True).annotate(
-        last=Max("snapshots__created_at")
+        # A refresh that found nothing new built no snapshot: its check counts as one.
+        last=Max(
+            Greatest(
+                "snapshots__created_at",
+                Coalesce("snapshots__checked_at", "snapshots__created_at"),
+            )
+        )
     )
     building = set(
         Snapshot.objects.filter(state=Snapshot.State.BUILDING).values_list(
@@ -47,6 +55,12 @@ def refresh_due_snapshots() -> list[int]:
             refresh_snapshot.delay(repository.pk)
             due.append(repository.pk)
     return due
+
+
+@shared_task(acks_late=True)
+def flatten_snapshot(snapshot_id: int) -> bool:
+    """Flatten a deep snapshot's layer stack into one layer (queued by a refresh)."""
+    return flatten_stack(snapshot_id)
 
 
 @shared_task

@@ -485,6 +485,26 @@ class SandboxBackend(ABC):
         """Delete a snapshot. Idempotent. Backends may keep data still used by live
         sandboxes or by snapshots layered on top of it until those go away."""
 
+    # A layered backend's store (overlay.LayerStore); None: the backend keeps whole images.
+    store: Any = None
+
+    def snapshot_layers(self, ref: SnapshotRef) -> list[str]:
+        """The layers a restore of ``ref`` stacks, bottom first. A backend that keeps no layers
+        of its own has one: the snapshot itself."""
+        if self.store is None:
+            return [ref.ref]
+        return list(self.store.read_snapshot(ref.ref)["layers"])
+
+    def layer_bytes(self, layer: str) -> int:
+        """Bytes one layer holds (-1: unknown to this backend)."""
+        return -1 if self.store is None else self.store.layer_bytes(layer)
+
+    def flatten_snapshot(self, ref: SnapshotRef) -> SnapshotRef:
+        """A snapshot of the same tree in one layer (``ref`` itself when it has one)."""
+        if self.store is None:
+            return ref
+        return SnapshotRef(self.name, self.store.flatten_snapshot(ref.ref))
+
     @abstractmethod
     def list_sandboxes(self) -> list[str]:
         """Ids of sandboxes this backend believes are alive (for reaping after crashes)."""

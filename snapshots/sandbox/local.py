@@ -197,8 +197,7 @@ class LocalBackend(SandboxBackend):
         src = Path(src_dir)
         if not src.is_dir():
             raise SandboxError(f"{src} is not a directory")
-        layer = self.store.layer_from_dir(src)
-        return SnapshotRef(self.name, self.store.write_snapshot([layer], labels=labels))
+        return SnapshotRef(self.name, self.store.snapshot_of_dir(src, labels=labels))
 
     def delete_snapshot(self, ref: SnapshotRef) -> None:
         self.store.delete_snapshot(ref.ref)
@@ -218,20 +217,21 @@ class LocalBackend(SandboxBackend):
             # gVisor caches file data and metadata in its sentry and writes back lazily:
             # flush before reading the upper dir from the host.
             sb.run(["/bin/sync"], timeout=60)
-        frozen = sb._cg.freeze()  # a consistent point in time
-        try:
-            if st["mode"] == "overlay":
-                new = self.store.layer_from_upper(Path(st.get("upper") or sb.dir / "upper"))
-                layers = st["layers"] + ([new] if new else [])
-            else:
-                copy = Path(st.get("copy") or sb.dir / "copy")
-                layers = [self.store.layer_from_dir(copy, chown=False)]
-        finally:
-            if frozen:
-                sb._cg.thaw()
-        snap = self.store.write_snapshot(
-            layers, parent=st.get("snapshot"), labels={"sandbox": sb.id}
-        )
+        with self.store.writing():
+            frozen = sb._cg.freeze()  # a consistent point in time
+            try:
+                if st["mode"] == "overlay":
+                    new = self.store.layer_from_upper(Path(st.get("upper") or sb.dir / "upper"))
+                    layers = st["layers"] + ([new] if new else [])
+                else:
+                    copy = Path(st.get("copy") or sb.dir / "copy")
+                    layers = [self.store.layer_from_dir(copy, chown=False)]
+            finally:
+                if frozen:
+                    sb._cg.thaw()
+            snap = self.store.write_snapshot(
+                layers, parent=st.get("snapshot"), labels={"sandbox": sb.id}
+            )
         return SnapshotRef(self.name, snap)
 
     # -- sandboxes ------------------------------------------------------------------------

@@ -17,6 +17,7 @@ from __future__ import annotations
 import contextlib
 import ctypes
 import ctypes.util
+import fcntl
 import json
 import logging
 import os
@@ -24,7 +25,7 @@ import secrets
 import shutil
 import subprocess
 import time
-from collections.abc import Iterable, Mapping
+from collections.abc import Iterable, Iterator, Mapping
 from pathlib import Path
 
 from snapshots.sandbox.base import SandboxError, SnapshotNotFound
@@ -191,6 +192,15 @@ class LayerStore:
             shutil.rmtree(staging, ignore_errors=True)
             raise
 
+    def layer_bytes(self, layer_id: str) -> int:
+        """Bytes a layer holds (apparent sizes of its files and links, as `du -sb`)."""
+        total = 0
+        for root, dirs, files in os.walk(self.layer_path(layer_id)):
+            for name in dirs + files:
+                with contextlib.suppress(OSError):
+                    total += os.lstat(os.path.join(root, name)).st_size
+        return total
+
     def empty_layer(self) -> str:
         """The shared empty layer used by ``create(snapshot=None)``."""
         path = self.layers_dir / "empty"
@@ -249,6 +259,19 @@ class LayerStore:
             raise
         return snap_id
 
+    def snapshot_of_dir(self, src: Path, *, labels: Mapping[str, str] | None = None) -> str:
+        """A new one-layer snapshot holding a full copy of ``src``."""
+        with self.writing():
+            return self.write_snapshot([self.layer_from_dir(src)], labels=labels)
+
+    def flatten_snapshot(self, snap_id: str) -> str:
+        """A new snapshot of the same tree in one layer (`snap_id` when it has one already)."""
+        meta = self.read_snapshot(snap_id)
+        if len(meta["layers"]) <= 1:
+            return snap_id
+        with self.writing():
+            return self.write_snapshot([self.flatten(meta["layers"])], labels=meta["labels"])
+
     def read_snapshot(self, snap_id: str) -> dict:
         if "/" in snap_id or snap_id.startswith("."):
             raise SnapshotNotFound(f"invalid snapshot id {snap_id!r}")
@@ -264,8 +287,21 @@ class LayerStore:
     def list_snapshots(self) -> list[str]:
         return sorted(p.stem for p in self.snapshots_dir.glob("s-*.json"))
 
+    @contextlib.contextmanager
+    def writing(self) -> Iterator[None]:
+        """Hold while committing a layer and writing the snapshot that names it: a layer is
+        referenced by no snapshot between the two, and `gc_layers` must not take it then."""
+        with open(self.root / ".gc.lock", "a") as fh:
+            fcntl.flock(fh, fcntl.LOCK_SH)
+            yield
+
     def gc_layers(self, in_use: Iterable[str]) -> list[str]:
         """Delete layers referenced by no snapshot and no live sandbox; returns their ids."""
+        with open(self.root / ".gc.lock", "a") as fh:
+            fcntl.flock(fh, fcntl.LOCK_EX)  # no snapshot half-written (see `writing`)
+            return self._gc_layers(in_use)
+
+    def _gc_layers(self, in_use: Iterable[str]) -> list[str]:
         keep = set(in_use) | {"empty"}
         for snap_id in self.list_snapshots():
             with contextlib.suppress(SnapshotNotFound, ValueError):

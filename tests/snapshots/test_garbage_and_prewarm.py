@@ -14,7 +14,7 @@ pytestmark = pytest.mark.django_db
 
 
 def build(inspect_cli) -> Snapshot:
-    code, _, err = inspect_cli("snapshot", "refresh", "widgets")
+    code, _, err = inspect_cli("snapshot", "refresh", "widgets", "--full")
     assert code == 0, err
     return Snapshot.objects.filter(state__in=["ready"]).first()
 

@@ -85,7 +85,9 @@ def test_an_unknown_repository_lists_the_known_ones(inspect_cli, widgets):
 
 def test_a_new_build_supersedes_the_previous_ready_snapshot(inspect_cli, widgets):
     _, first, _ = refresh(inspect_cli)
+    widgets.upstream.commit({"README.md": "# widgets, again\n"})
     _, second, _ = refresh(inspect_cli)
+    assert second["id"] != first["id"]
     assert Snapshot.objects.get(pk=first["id"]).state == "superseded"
     assert newest_ready(widgets).pk == second["id"]
 
