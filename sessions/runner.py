@@ -20,7 +20,7 @@ from django.db import connection, transaction
 from django.utils import timezone
 
 from accounts.identity import verified_email
-from sessions import conversations, model_access, services, states, turn_audit
+from sessions import conversations, model_access, services, states, turn_audit, warm_pool
 from sessions.agents import AgentError, get_runtime, honours_sync, validate_agent
 from sessions.agents.approvals import SessionApprovals, agent_env
 from sessions.agents.base import EVENT_KIND, Author, Turn
@@ -356,6 +356,13 @@ class TurnRunner:
             )
             self.timings["restore_ms"] = round((time.perf_counter() - started) * 1000, 2)
             self.timings["prewarmed"] = True
+        elif (
+            restored := warm_pool.claim_restored(
+                session.repository, snapshot, on_command=self._record_recipe_command
+            )
+        ) is not None:
+            self.timings["restore_ms"] = round((time.perf_counter() - started) * 1000, 2)
+            self.timings["pooled"] = True
         else:
             restored = restore_sandbox(
                 session.repository,
