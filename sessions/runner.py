@@ -373,12 +373,18 @@ class TurnRunner:
             )
             self.timings["restore_ms"] = restored.timings["restore_ms"]
         self.timings["snapshot_age_s"] = round(snapshot.age.total_seconds(), 1)
-        self._to(State.SYNCING)
-        sync = DriftSync(restored, session.repository)
+        # The sync (mirror fetch, bundle) starts at once: it runs while the state is recorded.
+        sync = DriftSync(restored, session.repository).start()
+        try:
+            self._to(State.SYNCING)
+        except BaseException:
+            sync.join()
+            restored.sandbox.terminate()
+            raise
         if self.sync_alongside:
-            self.drift_sync = sync.start()
+            self.drift_sync = sync
             return restored
-        sync.run()
+        sync.join()
         try:
             self._finish_sync(sync)
         except BaseException:
