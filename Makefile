@@ -6,7 +6,7 @@ UV_VERSION := 0.13.9
 export INSPECT_DATA_DIR ?= $(CURDIR)/var
 
 .PHONY: run test lint format vulture system-packages clean bench-sandbox bench-stream bench-page \
-	bench-metrics bench-gateway
+	bench-metrics bench-gateway bench-start bench-density
 
 $(BIN)/python:
 	$(PYTHON) -m venv $(VENV)
@@ -69,3 +69,9 @@ bench-metrics: $(VENV)/.installed
 
 bench-gateway: $(VENV)/.installed
 	$(BIN)/python bench/gateway.py
+
+bench-start: $(VENV)/.installed system-packages
+	$(BIN)/python bench/start.py
+
+bench-density: $(VENV)/.installed system-packages
+	$(BIN)/python bench/density.py
