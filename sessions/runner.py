@@ -26,7 +26,7 @@ from sessions.agents.approvals import SessionApprovals, agent_env
 from sessions.agents.base import EVENT_KIND, Author, Turn
 from sessions.agents.providers import turn_limits
 from sessions.children import SessionChildren
-from sessions.drift import DriftSync
+from sessions.drift import DriftSync, MirrorFetch
 from sessions.events import EventWriter, append_event, append_events, diff_attribution
 from sessions.lease import DriverLease
 from sessions.models import Event, Prompt, PullRequest, Session, State
@@ -112,6 +112,7 @@ class TurnRunner:
         self.sync_alongside = False
         self.verify_ok: bool | None = None
         self.drift_sync: DriftSync | None = None
+        self.fetched: MirrorFetch | None = None
         self.started = time.monotonic()
         # What the turn's file-change summary (audited at its end) is made of.
         self.sandbox: Sandbox | None = None
@@ -149,6 +150,8 @@ class TurnRunner:
         self.timings["queue_ms"] = round(
             ((prompt.started_at or timezone.now()) - prompt.created_at).total_seconds() * 1000, 2
         )
+        if not (self.session.sandbox_id or self.session.session_snapshot_ref):
+            self.fetched = MirrorFetch(self.session.repository).start()  # a first restore
         try:
             self._to(
                 State.PROVISIONING,
@@ -348,19 +351,12 @@ class TurnRunner:
         started = time.perf_counter()
         claimed = claim_prewarmed(session.creator_id, session.repository)
         if claimed is not None:
-            restored = Restored(
-                sandbox=claimed,
-                snapshot=snapshot,
-                recipe=recipe_of(snapshot),
-                commit=snapshot.commit,
-            )
+            restored = Restored(claimed, snapshot, recipe_of(snapshot), snapshot.commit)
             self.timings["restore_ms"] = round((time.perf_counter() - started) * 1000, 2)
             self.timings["prewarmed"] = True
-        elif (
-            restored := warm_pool.claim_restored(
-                session.repository, snapshot, on_command=self._record_recipe_command
-            )
-        ) is not None:
+        elif restored := warm_pool.claim_restored(
+            session.repository, snapshot, on_command=self._record_recipe_command
+        ):
             self.timings["restore_ms"] = round((time.perf_counter() - started) * 1000, 2)
             self.timings["pooled"] = True
         else:
@@ -374,7 +370,7 @@ class TurnRunner:
             self.timings["restore_ms"] = restored.timings["restore_ms"]
         self.timings["snapshot_age_s"] = round(snapshot.age.total_seconds(), 1)
         # The sync (mirror fetch, bundle) starts at once: it runs while the state is recorded.
-        sync = DriftSync(restored, session.repository).start()
+        sync = DriftSync(restored, session.repository, self.fetched).start()
         try:
             self._to(State.SYNCING)
         except BaseException:

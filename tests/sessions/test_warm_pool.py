@@ -141,3 +141,17 @@ def test_drain_and_orphans_leave_no_sandbox_and_no_mount(settings, ready_repo):
     assert not set(made) & set(alive)
     assert not any(m.exists() for m in mounts)
     assert not any(sandbox_id in Path("/proc/mounts").read_text() for sandbox_id in made)
+
+
+def test_a_failed_early_fetch_fails_the_turn_with_the_mirrors_reason(ready_repo, create_session):
+    """The first turn fetches the mirror while its sandbox is claimed or restored; a fetch that
+    fails still fails the turn, saying why, and leaves no sandbox running."""
+    before = set(sandbox_backend().list_sandboxes())
+    ready_repo.upstream.path.rename(ready_repo.upstream.path.with_name("gone"))
+
+    _, summary, _ = create_session("--prompt", "x", "--agent-command", "true", "--inline")
+
+    session = Session.objects.get(pk=summary["id"])
+    assert session.state == "failed"
+    assert "upstream" in session.error or "repository" in session.error, session.error
+    assert set(sandbox_backend().list_sandboxes()) == before
