@@ -458,7 +458,7 @@ class TurnRunner:
         watcher.start()
         started = time.monotonic()
         try:
-            with EventWriter(session.pk) as writer:
+            with EventWriter(session.pk, first_at_once=True) as writer:
                 for event in runtime.run(turn):
                     if "first_event_ms" not in self.timings:
                         self.timings["first_event_ms"] = round(
