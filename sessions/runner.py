@@ -87,11 +87,12 @@ def _claim_next_prompt(session: Session) -> Prompt | None:
     if interrupted is not None:
         return interrupted
     for prompt in session.prompts.filter(state=Prompt.State.QUEUED).order_by("order"):
+        now = timezone.now()
         claimed = Prompt.objects.filter(pk=prompt.pk, state=Prompt.State.QUEUED).update(
-            state=Prompt.State.RUNNING, started_at=timezone.now()
+            state=Prompt.State.RUNNING, started_at=now
         )
-        if claimed:
-            prompt.refresh_from_db()
+        if claimed:  # what the update changed, without reading the row again
+            prompt.state, prompt.started_at = Prompt.State.RUNNING, now
             return prompt
     return None
 
