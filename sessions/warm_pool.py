@@ -35,6 +35,7 @@ from django.utils import timezone
 from inspect_web.redis_client import get_redis
 from sessions.models import Session
 from snapshots.backends import sandbox_backend
+from snapshots.egress import as_json
 from snapshots.models import Repository, Snapshot
 from snapshots.restore import (
     NoSnapshot,
@@ -68,6 +69,7 @@ class PoolEntry:
     snapshot_id: int
     commit: str  # the branch head the workspace was synced to
     started: bool  # the recipe's `start` commands have run (none of them names a secret)
+    egress: dict  # the egress it was made with: a claim needs the one in force now
 
     def dumps(self) -> str:
         return json.dumps(self.__dict__)
@@ -144,8 +146,13 @@ def claim(repository: Repository, snapshot: Snapshot) -> Claimed | None:
         entry = PoolEntry.loads(raw)
         if not redis.zrem(MEMBERS, entry.sandbox_id):
             continue  # terminated (or claimed) meanwhile
-        if entry.repository_id != repository.pk or entry.snapshot_id != snapshot.pk:
-            _terminate(entry.sandbox_id)  # another repository's, or an older snapshot's
+        if (
+            entry.repository_id != repository.pk
+            or entry.snapshot_id != snapshot.pk
+            or entry.egress != as_json(recipe_of(snapshot).egress)
+        ):
+            # Another repository's, an older snapshot's, or made under another egress policy.
+            _terminate(entry.sandbox_id)
             continue
         try:
             return Claimed(sandbox=sandbox_backend().attach(entry.sandbox_id), entry=entry)
@@ -190,7 +197,7 @@ def fill_pools(*, now=None) -> dict[int, int]:
     """Bring every pool to its target (one filler at a time); returns repository id → sandboxes
     added. Drops surplus, entries of replaced snapshots and orphans first."""
     redis = get_redis()
-    if not redis.set(FILL_LOCK, "1", nx=True, ex=600):
+    if not redis.set(FILL_LOCK, "1", nx=True, ex=300):
         return {}
     try:
         _reap_orphans()
@@ -237,7 +244,7 @@ def _add(repository: Repository, snapshot: Snapshot) -> bool:
             run_start=start_now,
         )
         _sync(restored, repository)
-    except (SandboxError, OSError) as exc:
+    except Exception as exc:  # a background fill: say why, leave nothing half-made
         log.warning("warm pool of %s: %s", repository.name, exc)
         redis.zrem(MEMBERS, sandbox_id)
         _terminate(sandbox_id)
@@ -248,6 +255,7 @@ def _add(repository: Repository, snapshot: Snapshot) -> bool:
         snapshot_id=snapshot.pk,
         commit=restored.commit,
         started=start_now,
+        egress=as_json(restored.recipe.egress),
     )
     redis.rpush(_entries_key(repository.pk), entry.dumps())
     return True

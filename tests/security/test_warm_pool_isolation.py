@@ -46,7 +46,9 @@ def test_a_sandbox_another_session_used_is_never_claimed(ready_repo, create_sess
     used = Session.objects.get(pk=first["id"]).sandbox_id
     # The attacker re-lists the used sandbox as a pool entry of the same repository and snapshot.
     snapshot = Snapshot.objects.get(repository=ready_repo, state="ready")
-    forged = warm_pool.PoolEntry(used, ready_repo.pk, snapshot.pk, snapshot.commit, True)
+    forged = warm_pool.PoolEntry(
+        used, ready_repo.pk, snapshot.pk, snapshot.commit, True, {"mode": "none", "domains": []}
+    )
     get_redis().lpush(key(ready_repo), forged.dumps())
 
     _, second, _ = create_session("--prompt", "b", "--agent-command", "ls", "--inline")
@@ -118,3 +120,31 @@ def test_a_pool_sandbox_holds_no_secret_until_it_is_claimed(
     assert summary["state"] == "idle", err
     assert Session.objects.get(pk=summary["id"]).sandbox_id == entry.sandbox_id
     assert pooled.run("cat /tmp/seen").stdout == f"{len(SECRET)}\n"  # start ran at the claim
+
+
+def test_a_pool_sandbox_made_under_another_egress_policy_is_not_claimed(
+    team, inspect_cli, make_git_repo
+):
+    from snapshots.models import Repository
+
+    recipe = 'egress = { mode = "allowlist", domains = ["example.org"] }\n'
+    upstream = make_git_repo(files={"README.md": "# w\n", ".inspect/environment.toml": recipe})
+    team.repository.url = str(upstream.path)
+    team.repository.save()
+    code, out, err = inspect_cli("snapshot", "refresh", "widgets", "--json")
+    assert code == 0, out + err
+    warm_pool.fill_pools()  # made under the approved policy: none
+    [entry] = [
+        warm_pool.PoolEntry.loads(r) for r in get_redis().lrange(key(team.repository), 0, -1)
+    ]
+    assert entry.egress["mode"] == "none"
+    # The recipe's allowlist is approved: sandboxes from now on get it; the pool's has another.
+    Repository.objects.filter(pk=team.repository.pk).update(
+        approved_egress={"mode": "allowlist", "domains": ["example.org"]}
+    )
+    repository = Repository.objects.get(pk=team.repository.pk)
+
+    claimed = warm_pool.claim(repository, Snapshot.objects.get(repository=repository))
+
+    assert claimed is None
+    assert entry.sandbox_id not in sandbox_backend().list_sandboxes()
