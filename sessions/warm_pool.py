@@ -280,10 +280,12 @@ def _trim(repository_id: int, *, keep: int) -> None:
 
 
 def _drop_stale(repository_id: int, snapshot_id: int) -> None:
+    """Entries of an older snapshot, or whose sandbox died (out of memory, a reboot): their
+    place is free for a new one."""
     redis = get_redis()
     for raw in redis.lrange(_entries_key(repository_id), 0, -1):
         entry = PoolEntry.loads(raw)
-        stale = entry.snapshot_id != snapshot_id
+        stale = entry.snapshot_id != snapshot_id or not _alive(entry.sandbox_id)
         if (
             stale
             and redis.lrem(_entries_key(repository_id), 1, raw)
@@ -316,6 +318,13 @@ def drain_pools() -> int:
             _terminate(raw_id.decode())
             drained += 1
     return drained
+
+
+def _alive(sandbox_id: str) -> bool:
+    try:
+        return sandbox_backend().attach(sandbox_id).is_alive()
+    except SandboxGone:
+        return False
 
 
 def _terminate(sandbox_id: str) -> None:

@@ -155,3 +155,17 @@ def test_a_failed_early_fetch_fails_the_turn_with_the_mirrors_reason(ready_repo,
     assert session.state == "failed"
     assert "upstream" in session.error or "repository" in session.error, session.error
     assert set(sandbox_backend().list_sandboxes()) == before
+
+
+def test_a_pool_sandbox_that_died_is_replaced(settings, ready_repo):
+    settings.POOL_MIN_PER_REPOSITORY = 1
+    warm_pool.fill_pools()
+    [dead] = entries(ready_repo)
+    sandbox = sandbox_backend().attach(dead.sandbox_id)
+    os.kill(sandbox.state["init_pid"], 9)  # as the kernel's OOM killer would
+
+    assert warm_pool.fill_pools() == {ready_repo.pk: 1}
+
+    [fresh] = entries(ready_repo)
+    assert fresh.sandbox_id != dead.sandbox_id
+    assert not (sandbox_backend().mount_base / dead.sandbox_id).exists()
