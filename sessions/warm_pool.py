@@ -47,7 +47,14 @@ from snapshots.restore import (
     run_start_commands,
     sync_drift,
 )
-from snapshots.sandbox import ExecResult, Limits, Sandbox, SandboxError, SandboxGone
+from snapshots.sandbox import (
+    ExecResult,
+    Limits,
+    Sandbox,
+    SandboxError,
+    SandboxGone,
+    SnapshotRef,
+)
 
 log = logging.getLogger(__name__)
 
@@ -155,10 +162,27 @@ def claim(repository: Repository, snapshot: Snapshot) -> Claimed | None:
             _terminate(entry.sandbox_id)
             continue
         try:
-            return Claimed(sandbox=sandbox_backend().attach(entry.sandbox_id), entry=entry)
+            sandbox = sandbox_backend().attach(entry.sandbox_id)
         except SandboxGone:
             continue
+        if not _made_from(sandbox, repository, snapshot):
+            sandbox.terminate()  # a forged entry: the sandbox itself says it is another's
+            continue
+        return Claimed(sandbox=sandbox, entry=entry)
     return None
+
+
+def _made_from(sandbox: Sandbox, repository: Repository, snapshot: Snapshot) -> bool:
+    """What the backend recorded when it made the sandbox (the local backend's state, not the
+    pool's entry in Redis) agrees: this repository, this snapshot."""
+    state = getattr(sandbox, "state", None)
+    if state is None:  # a backend that keeps no such record: the entry's checks stand
+        return True
+    labels = state.get("labels") or {}
+    return (
+        labels.get("repository") == repository.name
+        and state.get("snapshot") == SnapshotRef.parse(snapshot.backend_ref).ref
+    )
 
 
 def claim_restored(

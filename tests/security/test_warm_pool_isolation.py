@@ -78,6 +78,20 @@ def test_pool_sandboxes_of_one_repository_never_serve_another(
     assert claimed is not None and claimed.entry.repository_id == other.pk
     assert claimed.sandbox.id != widget.sandbox_id
     assert widget.sandbox_id not in sandbox_backend().list_sandboxes()
+    # A widgets sandbox listed under gadgets' own ids: the sandbox's own record refuses it.
+    warm_pool.fill_pools()
+    [widget] = [warm_pool.PoolEntry.loads(r) for r in get_redis().lrange(key(ready_repo), 0, -1)]
+    get_redis().delete(key(ready_repo))
+    forged = warm_pool.PoolEntry(
+        widget.sandbox_id, other.pk, gadgets_snapshot.pk, gadgets_snapshot.commit, True,
+        {"mode": "none", "domains": []},
+    )  # fmt: skip
+    get_redis().lpush(key(other), forged.dumps())
+    again = warm_pool.claim(other, gadgets_snapshot)
+    assert again is None or again.sandbox.id != widget.sandbox_id
+    if again is not None:
+        again.sandbox.terminate()
+    assert widget.sandbox_id not in sandbox_backend().list_sandboxes()
     # Nor does a widgets snapshot claim from gadgets' pool, or gadgets' from widgets'.
     widgets_snapshot = Snapshot.objects.get(repository=ready_repo, state="ready")
     assert warm_pool.claim(other, widgets_snapshot) is None

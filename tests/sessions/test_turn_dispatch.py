@@ -35,9 +35,12 @@ def test_a_threaded_turn_worker_runs_sessions_side_by_side(ready_repo, team, sta
             for k in range(2)
         ]
         deadline = time.monotonic() + 90
-        while Session.objects.filter(pk__in=[s.pk for s in sessions], state="idle").count() < 2:
+        ids = [s.pk for s in sessions]
+        while Session.objects.filter(pk__in=ids, state__in=["idle", "failed"]).count() < 2:
             assert time.monotonic() < deadline, "the turns did not finish"
             time.sleep(0.1)
+        states = list(Session.objects.filter(pk__in=ids).values_list("state", "error"))
+        assert states == [("idle", ""), ("idle", "")], states
     finally:
         os.killpg(process.pid, signal.SIGTERM)
         process.wait(timeout=30)
