@@ -154,7 +154,7 @@ def test_a_failed_early_fetch_fails_the_turn_with_the_mirrors_reason(ready_repo,
     session = Session.objects.get(pk=summary["id"])
     assert session.state == "failed"
     assert "upstream" in session.error or "repository" in session.error, session.error
-    assert set(sandbox_backend().list_sandboxes()) == before
+    assert set(sandbox_backend().list_sandboxes()) <= before  # none left by the failed turn
 
 
 def test_a_pool_sandbox_that_died_is_replaced(settings, ready_repo):
