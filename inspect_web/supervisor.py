@@ -240,9 +240,14 @@ def run() -> int:
         print(f"inspect-web: {exc}", file=sys.stderr, flush=True)
         return 2
     finally:
+        # The workers first (no fill starts any more), then the pools, then the embedded Redis
+        # the pools are listed in.
+        redis_child = children.pop("redis", None)
         _stop(children)
         if "worker" in children:
             _drain_pools()
+        if redis_child is not None:
+            _stop({"redis": redis_child})
 
 
 def _drain_pools() -> None:
