@@ -6,7 +6,7 @@ UV_VERSION := 0.13.9
 export INSPECT_DATA_DIR ?= $(CURDIR)/var
 
 .PHONY: run test lint format vulture system-packages clean bench-sandbox bench-stream bench-page \
-	bench-metrics bench-gateway bench-load bench-refresh
+	bench-metrics bench-gateway bench-load bench-refresh bench-start bench-density
 
 $(BIN)/python:
 	$(PYTHON) -m venv $(VENV)
@@ -76,3 +76,9 @@ bench-load: $(VENV)/.installed system-packages
 
 bench-refresh: $(VENV)/.installed system-packages
 	$(BIN)/python bench/refresh.py
+
+bench-start: $(VENV)/.installed system-packages
+	$(BIN)/python bench/start.py
+
+bench-density: $(VENV)/.installed system-packages
+	$(BIN)/python bench/density.py

@@ -154,6 +154,10 @@ CELERY_WORKER_PREFETCH_MULTIPLIER = 1
 CELERY_BROKER_CONNECTION_RETRY_ON_STARTUP = True
 CELERY_BROKER_TRANSPORT_OPTIONS = {"visibility_timeout": 4 * 3600}
 CELERY_BEAT_SCHEDULER = "django_celery_beat.schedulers:DatabaseScheduler"
+# Turns have their own queue and worker (threads: a turn mostly waits on its sandbox), so a
+# turn never waits behind a snapshot build or a pool fill (docs/performance.md, "Start").
+TURN_QUEUE = "turns"
+CELERY_TASK_ROUTES = {"sessions.tasks.run_session": {"queue": TURN_QUEUE}}
 CELERY_TIMEZONE = "UTC"
 
 # Sandboxes: the local backend (bubblewrap or gVisor) unless Modal is chosen and configured.
@@ -186,6 +190,13 @@ SNAPSHOT_KEEP = env.env_int("INSPECT_SNAPSHOT_KEEP", 3, minimum=1)
 SNAPSHOT_SETUP_TIMEOUT = env.env_int("INSPECT_SETUP_TIMEOUT", 1800, minimum=10)
 PREWARM_SECONDS = env.env_int("INSPECT_PREWARM_SECONDS", 120, minimum=5)
 SANDBOX_IDLE_SECONDS = env.env_int("INSPECT_SANDBOX_IDLE_SECONDS", 900, minimum=30)
+# Warm pools (sessions/warm_pool.py): restored, synced, idle sandboxes per repository, sized
+# from its sessions by hour of day; at most this many on the site (0: no pools).
+POOL_MAX_SANDBOXES = env.env_int("INSPECT_POOL_MAX_SANDBOXES", 8, minimum=0)
+POOL_MAX_PER_REPOSITORY = env.env_int("INSPECT_POOL_MAX_PER_REPOSITORY", 4, minimum=0)
+POOL_MIN_PER_REPOSITORY = env.env_int("INSPECT_POOL_MIN_PER_REPOSITORY", 0, minimum=0)
+POOL_HISTORY_DAYS = env.env_int("INSPECT_POOL_HISTORY_DAYS", 14, minimum=1)
+POOL_MIN_FREE_MB = env.env_int("INSPECT_POOL_MIN_FREE_MB", 1024, minimum=0)
 # A web terminal closes after this long without input (its shell with it).
 TERMINAL_IDLE_SECONDS = env.env_int("INSPECT_TERMINAL_IDLE_SECONDS", 600, minimum=1)
 # Open websockets and event streams re-check their user's membership and role this often (and at
@@ -291,6 +302,11 @@ CELERY_BEAT_SCHEDULE = {
         "task": "approvals.tasks.expire_approvals",
         "schedule": 60.0,
         "options": {"expires": 55},
+    },
+    "fill-sandbox-pools": {
+        "task": "sessions.tasks.fill_sandbox_pools",
+        "schedule": 15.0,
+        "options": {"expires": 14},
     },
     "reap-prewarmed-sandboxes": {
         "task": "snapshots.tasks.reap_prewarmed_sandboxes",

@@ -179,6 +179,7 @@ def run() -> int:
         host = env_str("INSPECT_HOST", "127.0.0.1")
         port = env_int("INSPECT_PORT", 8000, minimum=1, maximum=65535)
         workers = env_int("INSPECT_WORKER_CONCURRENCY", 2, minimum=1)
+        turns = env_int("INSPECT_TURN_CONCURRENCY", 8, minimum=1)
         django.setup()
         _check_port_free(host, port)
         _check_port_free(settings.GATEWAY_HOST, settings.GATEWAY_PORT, "INSPECT_GATEWAY_PORT")
@@ -209,7 +210,13 @@ def run() -> int:
             # Its own process: model streams never share the web server's event loop.
             "gateway": [python, "-m", "gateway.server"],
             "worker": [python, "-m", "celery", "-A", "inspect_web", "worker", "-l", "info",
-                       "--concurrency", str(workers), "-n", f"worker-{os.getpid()}@%h"],
+                       "-Q", "celery", "--concurrency", str(workers),
+                       "-n", f"worker-{os.getpid()}@%h"],
+            # Turns on their own queue, in threads (a turn mostly waits on its sandbox and the
+            # model): picked up within milliseconds, never behind a build or a pool fill.
+            "turns": [python, "-m", "celery", "-A", "inspect_web", "worker", "-l", "info",
+                      "-Q", settings.TURN_QUEUE, "-P", "threads", "--concurrency", str(turns),
+                      "--without-mingle", "--without-gossip", "-n", f"turns-{os.getpid()}@%h"],
             "beat": [python, "-m", "celery", "-A", "inspect_web", "beat", "-l", "info",
                      "--schedule", str(settings.DATA_DIR / "celerybeat-schedule")],
         }  # fmt: skip
@@ -252,7 +259,12 @@ def run() -> int:
         print(f"inspect-web: {exc}", file=sys.stderr, flush=True)
         return 2
     finally:
+        # The workers first (no fill starts any more), then the pools, then the embedded Redis
+        # the pools are listed in.
+        redis_child = children.pop("redis", None)
         _stop(children)
+        if "worker" in children:
+            _drain_pools()
         if workers_started:
             try:
                 stopped = stop_local_sandboxes()
@@ -261,6 +273,22 @@ def run() -> int:
             else:
                 if stopped:
                     print(f"Stopped {len(stopped)} sandbox(es).", flush=True)
+        if redis_child is not None:
+            _stop({"redis": redis_child})
+
+
+def _drain_pools() -> None:
+    """Terminate the warm pools' idle sandboxes (and unmount them): none outlives Ctrl-C."""
+    # why: it imports models, which need django.setup() (run() does it) before they load
+    from sessions import warm_pool
+
+    try:
+        drained = warm_pool.drain_pools()
+    except Exception as exc:  # Redis or the backend gone: say so, never hang the stop
+        print(f"warm pools: could not terminate their sandboxes: {exc}", flush=True)
+        return
+    if drained:
+        print(f"warm pools: terminated {drained} idle sandboxes", flush=True)
 
 
 if __name__ == "__main__":

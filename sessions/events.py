@@ -241,10 +241,13 @@ class EventWriter:
 
     `add` buffers; the buffer is written when it holds BATCH_SIZE events or its oldest event
     is BATCH_SECONDS old (a background thread flushes stragglers). `close` flushes the rest.
+    With `first_at_once`, the first event is written as it is added (a turn's first agent
+    event: what someone who just pressed Start waits for).
     """
 
-    def __init__(self, session_id: int) -> None:
+    def __init__(self, session_id: int, *, first_at_once: bool = False) -> None:
         self.session_id = session_id
+        self._first_pending = first_at_once
         self._buffer: list[NewEvent] = []
         self._oldest = 0.0
         self._lock = threading.Lock()
@@ -260,7 +263,8 @@ class EventWriter:
             if not self._buffer:
                 self._oldest = time.monotonic()
             self._buffer.append(NewEvent(kind, payload))
-            full = len(self._buffer) >= BATCH_SIZE
+            full = len(self._buffer) >= BATCH_SIZE or self._first_pending
+            self._first_pending = False
         if full:
             self.flush()
 

@@ -20,13 +20,21 @@ from django.db import connection, transaction
 from django.utils import timezone
 
 from accounts.identity import verified_email
-from sessions import conversations, database_outage, model_access, services, states, turn_audit
+from sessions import (
+    conversations,
+    database_outage,
+    model_access,
+    services,
+    states,
+    turn_audit,
+    warm_pool,
+)
 from sessions.agents import AgentError, get_runtime, honours_sync, validate_agent
 from sessions.agents.approvals import SessionApprovals, agent_env
 from sessions.agents.base import EVENT_KIND, Author, Turn
 from sessions.agents.providers import turn_limits
 from sessions.children import SessionChildren
-from sessions.drift import DriftSync
+from sessions.drift import DriftSync, MirrorFetch
 from sessions.events import EventWriter, append_event, append_events, diff_attribution
 from sessions.lease import DriverLease
 from sessions.models import Event, Prompt, PullRequest, Session, State
@@ -87,11 +95,12 @@ def _claim_next_prompt(session: Session) -> Prompt | None:
     if interrupted is not None:
         return interrupted
     for prompt in session.prompts.filter(state=Prompt.State.QUEUED).order_by("order"):
+        now = timezone.now()
         claimed = Prompt.objects.filter(pk=prompt.pk, state=Prompt.State.QUEUED).update(
-            state=Prompt.State.RUNNING, started_at=timezone.now()
+            state=Prompt.State.RUNNING, started_at=now
         )
-        if claimed:
-            prompt.refresh_from_db()
+        if claimed:  # what the update changed, without reading the row again
+            prompt.state, prompt.started_at = Prompt.State.RUNNING, now
             return prompt
     return None
 
@@ -112,6 +121,7 @@ class TurnRunner:
         self.sync_alongside = False
         self.verify_ok: bool | None = None
         self.drift_sync: DriftSync | None = None
+        self.fetched: MirrorFetch | None = None
         self.started = time.monotonic()
         # What the turn's file-change summary (audited at its end) is made of.
         self.sandbox: Sandbox | None = None
@@ -149,6 +159,8 @@ class TurnRunner:
         self.timings["queue_ms"] = round(
             ((prompt.started_at or timezone.now()) - prompt.created_at).total_seconds() * 1000, 2
         )
+        if not (self.session.sandbox_id or self.session.session_snapshot_ref):
+            self.fetched = MirrorFetch(self.session.repository).start()  # a first restore
         try:
             self._to(
                 State.PROVISIONING,
@@ -353,14 +365,14 @@ class TurnRunner:
         started = time.perf_counter()
         claimed = claim_prewarmed(session.creator_id, session.repository)
         if claimed is not None:
-            restored = Restored(
-                sandbox=claimed,
-                snapshot=snapshot,
-                recipe=recipe_of(snapshot),
-                commit=snapshot.commit,
-            )
+            restored = Restored(claimed, snapshot, recipe_of(snapshot), snapshot.commit)
             self.timings["restore_ms"] = round((time.perf_counter() - started) * 1000, 2)
             self.timings["prewarmed"] = True
+        elif restored := warm_pool.claim_restored(
+            session.repository, snapshot, on_command=self._record_recipe_command
+        ):
+            self.timings["restore_ms"] = round((time.perf_counter() - started) * 1000, 2)
+            self.timings["pooled"] = True
         else:
             restored = restore_sandbox(
                 session.repository,
@@ -371,12 +383,18 @@ class TurnRunner:
             )
             self.timings["restore_ms"] = restored.timings["restore_ms"]
         self.timings["snapshot_age_s"] = round(snapshot.age.total_seconds(), 1)
-        self._to(State.SYNCING)
-        sync = DriftSync(restored, session.repository)
+        # The sync (mirror fetch, bundle) starts at once: it runs while the state is recorded.
+        sync = DriftSync(restored, session.repository, self.fetched).start()
+        try:
+            self._to(State.SYNCING)
+        except BaseException:
+            sync.join()
+            restored.sandbox.terminate()
+            raise
         if self.sync_alongside:
-            self.drift_sync = sync.start()
+            self.drift_sync = sync
             return restored
-        sync.run()
+        sync.join()
         try:
             self._finish_sync(sync)
         except BaseException:
@@ -454,7 +472,7 @@ class TurnRunner:
         watcher.start()
         started = time.monotonic()
         try:
-            with EventWriter(session.pk) as writer:
+            with EventWriter(session.pk, first_at_once=True) as writer:
                 for event in runtime.run(turn):
                     if "first_event_ms" not in self.timings:
                         self.timings["first_event_ms"] = round(

@@ -9,7 +9,7 @@ from celery import shared_task
 from django.conf import settings
 from django.utils import timezone
 
-from sessions import model_access
+from sessions import model_access, warm_pool
 from sessions.lease import DriverLease, is_driven
 from sessions.models import Prompt, Session, State
 from sessions.runner import drive_session
@@ -67,3 +67,9 @@ def reap_idle_sandboxes() -> list[int]:
         finally:
             lease.release()
     return reaped
+
+
+@shared_task
+def fill_sandbox_pools() -> dict[int, int]:
+    """Top up every repository's warm pool to its target (sessions/warm_pool.py)."""
+    return warm_pool.fill_pools()

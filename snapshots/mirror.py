@@ -6,6 +6,7 @@ bundle written into the workspace, so no credentials or network reach the sandbo
 
 from __future__ import annotations
 
+import fcntl
 import os
 import shutil
 import subprocess
@@ -127,7 +128,17 @@ def _authenticated(repository_name: str, run):
 
 
 def update_mirror(repository_name: str, url: str) -> Path:
-    """Create or fetch the bare mirror; raises MirrorError for an unreachable or non-git URL."""
+    """Create or fetch the bare mirror; raises MirrorError for an unreachable or non-git URL.
+    One at a time per mirror (two turns of a repository starting together, on the threads of
+    one worker or on two workers of this machine): git refuses concurrent ref updates."""
+    lock = mirror_path(repository_name).with_name(f"{repository_name}.lock")
+    lock.parent.mkdir(parents=True, exist_ok=True)
+    with open(lock, "a") as held:
+        fcntl.flock(held, fcntl.LOCK_EX)  # released when the file is closed
+        return _update_mirror(repository_name, url)
+
+
+def _update_mirror(repository_name: str, url: str) -> Path:
     path = mirror_path(repository_name)
     if (path / "HEAD").exists():
         _git("remote", "set-url", "origin", _source(url), cwd=path)

@@ -173,10 +173,12 @@ def sync_drift(restored: Restored, repository: Repository, *, fetch: bool = Fals
     if not (mirror_dir / "HEAD").exists():
         return
     head = mirror.head_commit(mirror_dir, restored.snapshot.branch)
-    if head == restored.snapshot.commit:
+    # From the workspace's commit: a warm-pool sandbox was synced when it was made.
+    base = restored.commit or restored.snapshot.commit
+    if head == base:
         return
-    commits, paths = mirror.drift(mirror_dir, restored.snapshot.commit, head)
-    data = mirror.bundle(mirror_dir, restored.snapshot.commit, head, restored.snapshot.branch)
+    commits, paths = mirror.drift(mirror_dir, base, head)
+    data = mirror.bundle(mirror_dir, base, head, restored.snapshot.branch)
     sandbox = restored.sandbox
     sandbox.write_file(SYNC_BUNDLE, data)
     branch = restored.snapshot.branch
@@ -191,23 +193,37 @@ def sync_drift(restored: Restored, repository: Repository, *, fetch: bool = Fals
     if not result.ok:
         raise SandboxError(f"catching up {commits} commits failed: {result.stderr.strip()[-500:]}")
     restored.commit, restored.drift_commits, restored.drift_files = head, commits, paths
-    changed_lockfiles = [
-        path
-        for path in paths
-        if path in restored.snapshot.lockfile_hashes
-        or any(fnmatch.fnmatch(path.rsplit("/", 1)[-1], p) for p in LOCKFILE_PATTERNS)
-    ]
-    if changed_lockfiles:
+    lockfiles = _lockfiles_in(restored, paths)
+    if lockfiles:
         restored.stale = True
         secrets = _secret_env(repository)
         for command in restored.recipe.setup:
             result = sandbox.run(command, cwd="/workspace", secrets=secrets)
             if not result.ok:
                 raise SandboxError(
-                    f"re-running setup after {changed_lockfiles[0]} changed failed: "
+                    f"re-running setup after {lockfiles[0]} changed failed: "
                     f"{command!r} exited {result.exit_code}"
                 )
         snapshot_refresh_request(repository)
+
+
+def _lockfiles_in(restored: Restored, paths: list[str]) -> list[str]:
+    return [
+        path
+        for path in paths
+        if path in restored.snapshot.lockfile_hashes
+        or any(fnmatch.fnmatch(path.rsplit("/", 1)[-1], p) for p in LOCKFILE_PATTERNS)
+    ]
+
+
+def changed_lockfiles(restored: Restored, repository: Repository) -> list[str]:
+    """The lockfiles the drift between the workspace and the mirror's branch head changes
+    (what would make `sync_drift` re-run `setup`)."""
+    mirror_dir = mirror.mirror_path(repository.name)
+    if not (mirror_dir / "HEAD").exists():
+        return []
+    head = mirror.head_commit(mirror_dir, restored.snapshot.branch)
+    return _lockfiles_in(restored, mirror.drift(mirror_dir, restored.commit, head)[1])
 
 
 def _secret_env(repository: Repository) -> dict[str, str]:

@@ -189,6 +189,7 @@ def start_celery(transactional_db):
     def start(kind: str = "worker", **env: str):
         if kind == "worker":
             args = ["worker", "-P", "solo", "-l", "warning", "-n", f"test-{time.monotonic_ns()}@%h",
+                    "-Q", f"celery,{settings.TURN_QUEUE}",
                     "--without-mingle", "--without-gossip"]  # fmt: skip
         else:
             args = [

@@ -133,3 +133,15 @@ def test_a_second_driver_for_the_same_session_does_nothing(session):
     finally:
         first.release()
     assert not Event.objects.filter(session=session).exists()
+
+
+@pytest.mark.django_db(transaction=True)
+def test_a_turns_first_event_is_written_as_it_is_added_and_the_rest_batched(session, wake_ups):
+    with EventWriter(session.pk, first_at_once=True) as writer:
+        writer.add("output", {"text": "first"})
+        assert Event.objects.filter(session=session).count() == 1  # no wait for the timer
+        for i in range(3):
+            writer.add("output", {"text": f"then {i}"})
+    seqs = [seq for _, seq in wake_ups]
+    # Then batched again: one write (a stalled machine may let the timer cut it once).
+    assert seqs[0] == 1 and seqs[-1] == 4 and len(seqs) <= 3, seqs

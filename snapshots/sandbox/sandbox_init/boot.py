@@ -7,15 +7,15 @@ modules are made here from their sources and registered as ``sandbox_init.<name>
 relative imports find the ones loaded before them.
 """
 
+import io  # not typing: it costs every idle sandbox half a megabyte (bench/density.py)
 import json
 import sys
 import types
-from typing import BinaryIO
 
 PACKAGE = "sandbox_init"
 
 
-def load_package(stream: BinaryIO) -> types.ModuleType:
+def load_package(stream: io.BufferedReader) -> types.ModuleType:
     package = types.ModuleType(PACKAGE)
     package.__path__ = []
     sys.modules[PACKAGE] = package

@@ -120,7 +120,8 @@ def slack_worker(transactional_db, fake_slack):
     name = f"slack-{time.monotonic_ns()}"
     process = subprocess.Popen(
         [sys.executable, "-m", "celery", "-A", "inspect_web", "worker", "-P", "solo",
-         "-l", "warning", "-n", f"{name}@%h", "--without-mingle", "--without-gossip"],
+         "-l", "warning", "-n", f"{name}@%h", "-Q", f"celery,{settings.TURN_QUEUE}",
+         "--without-mingle", "--without-gossip"],
         env=child_env(SLACK_API_URL=fake_slack.url, SLACK_BOT_TOKEN=BOT_TOKEN,
                       INSPECT_SLACK_AGENT_COMMAND=AGENT,
                       INSPECT_PUBLIC_URL="https://inspect.example.test"),
