@@ -63,7 +63,8 @@ class Environment:
             os.environ.pop("REDIS_URL", None)
             from inspect_web.embedded_redis import ensure_embedded_redis
 
-            self.embedded = ensure_embedded_redis(self.workdir)
+            # Our own child (not daemonised): stopped and reaped at the end, nothing left behind.
+            self.embedded = ensure_embedded_redis(self.workdir, detach=False)
         os.environ.update(self.env)
         return self
 
@@ -107,10 +108,13 @@ class Environment:
             client.close()
         if self.scratch_db:
             self._admin(f"DROP DATABASE IF EXISTS {self.db_name} WITH (FORCE)")
-        if self.embedded is not None:
-            from inspect_web.embedded_redis import stop_embedded_redis
-
-            stop_embedded_redis(self.workdir)
+        if self.embedded is not None and self.embedded.process is not None:
+            self.embedded.process.terminate()
+            try:
+                self.embedded.process.wait(timeout=10)
+            except subprocess.TimeoutExpired:
+                self.embedded.process.kill()
+                self.embedded.process.wait()
         shutil.rmtree(self.workdir, ignore_errors=True)
 
 
