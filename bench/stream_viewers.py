@@ -1,5 +1,6 @@
-"""The viewers' process of the streaming benchmark (bench/stream.py starts it): N websocket or
-plain Redis pub/sub viewers in one asyncio process, each tallying order, duplicates and latency.
+"""The viewers' process of the streaming benchmark (bench/stream.py starts it): websocket (JSON
+or the page's HTML frames) or plain Redis pub/sub viewers of one or more sessions in one asyncio
+process, each tallying order, duplicates and latency.
 
 Runs without Django: only websockets / redis clients, so the viewers' process measures the
 stream, not the framework. Prints READY once every viewer is connected, then the result as JSON.
@@ -11,9 +12,18 @@ from __future__ import annotations
 
 import asyncio
 import json
+import re
 import sys
 import time
 from datetime import datetime
+
+# A log item of the page and the time its event was added (the bench puts "@<time>" in the text).
+HTML_ITEM = re.compile(r'<li id="event-\d+" data-seq="(\d+)"[^@]*@(\d+\.\d+)')
+
+
+def html_events(frame: str) -> list[dict]:
+    """The events of an HTML frame, as much of them as the tally needs."""
+    return [{"seq": int(s), "payload": {"t": float(t)}} for s, t in HTML_ITEM.findall(frame)]
 
 
 def _percentiles(samples: list[float]) -> dict:
@@ -54,22 +64,27 @@ class Tally:
             self.waits.append(created - first["payload"]["t"])
 
 
-async def _ws_viewer(config: dict, tally: Tally, ready: asyncio.Queue) -> None:
+async def _ws_viewer(config: dict, target: str, tally: Tally, ready: asyncio.Queue) -> None:
     import websockets
 
+    html = config.get("format") == "html"
     async with websockets.connect(
-        config["url"],
+        target,
         origin=config["origin"],
         additional_headers={"Cookie": config["cookie"]},
         max_size=None,
         open_timeout=30,
     ) as ws:
-        hello = json.loads(await ws.recv())
-        assert hello["type"] == "hello", hello
+        first = await ws.recv()  # JSON: `hello`; HTML: the viewer list
+        assert ('id="presence"' in first) if html else json.loads(first)["type"] == "hello", first
         await ready.put(1)
         while tally.next <= config["expected"]:
-            message = json.loads(await ws.recv())
+            raw = await ws.recv()
             now = time.time()
+            if html and not raw.startswith("{"):
+                tally.take(html_events(raw), now)
+                continue
+            message = json.loads(raw)
             if message["type"] == "events":
                 tally.take(message["events"], now)
             elif message["type"] == "resync":
@@ -77,12 +92,12 @@ async def _ws_viewer(config: dict, tally: Tally, ready: asyncio.Queue) -> None:
                 return
 
 
-async def _redis_viewer(config: dict, tally: Tally, ready: asyncio.Queue) -> None:
+async def _redis_viewer(config: dict, target: str, tally: Tally, ready: asyncio.Queue) -> None:
     import redis.asyncio
 
     client = redis.asyncio.Redis.from_url(config["redis_url"])
     pubsub = client.pubsub()
-    await pubsub.subscribe(config["channel"])
+    await pubsub.subscribe(target)
     await pubsub.get_message(timeout=5)  # the subscribe confirmation
     await ready.put(1)
     try:
@@ -100,12 +115,23 @@ async def _redis_viewer(config: dict, tally: Tally, ready: asyncio.Queue) -> Non
 async def _viewer_main(config: dict) -> dict:
     mode = config["mode"]
     viewer = _ws_viewer if mode in {"ws", "late"} else _redis_viewer
-    tallies = [Tally() for _ in range(config["viewers"])]
+    # `targets`: one websocket URL or Redis channel per session; `viewers` of each.
+    targets = [target for target in config["targets"] for _ in range(config["viewers"])]
+    tallies = [Tally() for _ in targets]
     ready: asyncio.Queue = asyncio.Queue()
     started = time.monotonic()
-    tasks = [asyncio.ensure_future(viewer(config, t, ready)) for t in tallies]
-    for _ in tallies:
-        await ready.get()
+    tasks = [
+        asyncio.ensure_future(viewer(config, target, t, ready))
+        for target, t in zip(targets, tallies, strict=True)
+    ]
+    for _ in tallies:  # every viewer connected, or one failed to (then say why, and stop)
+        getting = asyncio.ensure_future(ready.get())
+        await asyncio.wait([getting, *tasks], return_when=asyncio.FIRST_COMPLETED, timeout=60)
+        failed = [t for t in tasks if t.done() and t.exception()]
+        if failed or not getting.done():
+            problem = repr(failed[0].exception()) if failed else "no viewer connected in 60 s"
+            print(f"FAILED to connect: {problem}", flush=True)
+            raise SystemExit(1)
     print("READY", flush=True)
     cpu_started, wall_started = time.process_time(), time.monotonic()
     done, pending = await asyncio.wait(tasks, timeout=config["timeout"])

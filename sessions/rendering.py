@@ -29,12 +29,15 @@ def event_template(kind: str) -> str:
     return f"sessions/events/{kind}.html" if kind in KINDS else "sessions/events/_unknown.html"
 
 
+def render_event(event: Event) -> str:
+    """The log's `<li>` item of one event."""
+    context = {"event": event, "body": event_template(event.kind)}
+    return render_to_string("sessions/_event.html", context)
+
+
 def render_events(events: Iterable[Event]) -> str:
     """`<li>` items for the log, in the order given."""
-    return "".join(
-        render_to_string("sessions/_event.html", {"event": e, "body": event_template(e.kind)})
-        for e in events
-    )
+    return "".join(render_event(e) for e in events)
 
 
 def live_fragment(events: list[Event]) -> str:
@@ -42,10 +45,13 @@ def live_fragment(events: list[Event]) -> str:
     panels that the events change (state badge, prompts, diff, verification, …)."""
     if not events:
         return ""
-    items = render_events(events)
-    return format_html(
-        '<div hx-swap-oob="beforeend:#log-events">{}</div>', _mark_safe(items)
-    ) + "".join(_panel_updates(events))
+    return log_append(render_events(events)) + "".join(panel_updates(events).values())
+
+
+def log_append(items: str) -> str:
+    """Rendered log items (escaped by their templates), appended to the page's log out of
+    band."""
+    return _mark_safe(f'<div hx-swap-oob="beforeend:#log-events">{items}</div>')
 
 
 def _mark_safe(html: str):
@@ -93,23 +99,35 @@ def panel_context(session, names: Iterable[str] = PANELS) -> dict:
     return {name: builders[name]() for name in names}
 
 
-def _panel_updates(events: list[Event]) -> list[str]:
-    updates = []
+def panels_changed_by(events: Iterable[Event]) -> list[str]:
+    """The side panels that `events` change, in the order they first do."""
     names: list[str] = []
     for event in events:
-        if event.kind == "state" and "to" in event.payload:
-            updates = [
-                render_to_string(
-                    "sessions/_state_badge.html", {"state": event.payload["to"], "oob": True}
-                )
-            ]  # only the newest state matters
         for name in PANELS_BY_KIND.get(event.kind, ()):
             if name not in names:
                 names.append(name)
+    return names
+
+
+def panel_updates(events: list[Event], known: dict | None = None) -> dict[str, str]:
+    """The out-of-band updates of what `events` change: the state badge (`"state"`, its
+    newest state) and each changed panel by name. `known`: panel contexts the caller already
+    has (kept up to date from the events, sessions.stream.html_tail); the rest are queried."""
+    updates: dict[str, str] = {}
+    for event in events:
+        if event.kind == "state" and "to" in event.payload:
+            state = event.payload["to"]  # only the newest state matters
+            updates["state"] = render_to_string(
+                "sessions/_state_badge.html", {"state": state, "oob": True}
+            )
+    names = panels_changed_by(events)
     if names:
+        known = known or {}
         session = Session.objects.select_related("snapshot").get(pk=events[0].session_id)
-        context = {"session": session, "oob": True, **panel_context(session, names)}
-        updates += [render_to_string(f"sessions/panels/{name}.html", context) for name in names]
+        queried = panel_context(session, [n for n in names if n not in known])
+        context = {"session": session, "oob": True, **queried, **known}
+        for name in names:
+            updates[name] = render_to_string(f"sessions/panels/{name}.html", context)
     return updates
 
 
@@ -121,55 +139,49 @@ def highlight_patch(patch: str) -> str:
     return highlight(patch, DiffLexer(), HtmlFormatter(cssclass="patch", nowrap=False))
 
 
-def latest_diff(session) -> list[dict]:
+def diff_file(payload: dict) -> dict:
+    """One file of the diff panel: its diff event's payload, highlighted."""
+    patch = payload.get("patch", "")
+    return {
+        **payload,
+        "lines": patch.count("\n"),
+        "collapsed": patch.count("\n") > COLLAPSE_LINES,
+        "html": highlight_patch(patch) if not payload.get("binary") else "",
+    }
+
+
+def _upto(events, upto: int | None):
+    return events if upto is None else events.filter(seq__lte=upto)
+
+
+def latest_diff(session, upto: int | None = None) -> list[dict]:
     """The newest per-file diff against the session's base: of the last turn, or of the hand
-    edits recorded after it (same turn, their own commit)."""
-    newest = (
-        Event.objects.filter(session=session, kind="diff")
-        .order_by("-seq")
-        .values_list("payload__turn", "payload__commit")
-        .first()
-    )
+    edits recorded after it (same turn, their own commit). `upto`: as it stood at that seq."""
+    diffs = _upto(Event.objects.filter(session=session, kind="diff"), upto)
+    newest = diffs.order_by("-seq").values_list("payload__turn", "payload__commit").first()
     if newest is None:
         return []
     turn, commit = newest
-    diffs = Event.objects.filter(session=session, kind="diff", payload__turn=turn)
-    files = []
-    for event in diffs.order_by("seq"):
-        payload = event.payload
-        if payload.get("commit") != commit:
-            continue
-        patch = payload.get("patch", "")
-        files.append(
-            {
-                **payload,
-                "lines": patch.count("\n"),
-                "collapsed": patch.count("\n") > COLLAPSE_LINES,
-                "html": highlight_patch(patch) if not payload.get("binary") else "",
-            }
-        )
-    return files
+    return [
+        diff_file(event.payload)
+        for event in diffs.filter(payload__turn=turn).order_by("seq")
+        if event.payload.get("commit") == commit
+    ]
 
 
-def latest_verification(session) -> list[dict]:
-    newest = (
-        Event.objects.filter(session=session, kind="command", payload__phase="verify")
-        .order_by("-seq")
-        .values_list("payload__turn", flat=True)
-        .first()
+def latest_verification(session, upto: int | None = None) -> list[dict]:
+    commands = _upto(
+        Event.objects.filter(session=session, kind="command", payload__phase="verify"), upto
     )
+    newest = commands.order_by("-seq").values_list("payload__turn", flat=True).first()
     if newest is None:
         return []
-    return [
-        e.payload
-        for e in Event.objects.filter(
-            session=session, kind="command", payload__phase="verify", payload__turn=newest
-        ).order_by("seq")
-    ]
+    return [e.payload for e in commands.filter(payload__turn=newest).order_by("seq")]
 
 
-def screenshots(session) -> list[dict]:
-    return [
-        {**e.payload, "seq": e.seq}
-        for e in Event.objects.filter(session=session, kind="screenshot").order_by("-seq")[:20]
-    ]
+SHOTS = 20  # the newest screenshots the panel shows
+
+
+def screenshots(session, upto: int | None = None) -> list[dict]:
+    shots = _upto(Event.objects.filter(session=session, kind="screenshot"), upto)
+    return [{**e.payload, "seq": e.seq} for e in shots.order_by("-seq")[:SHOTS]]

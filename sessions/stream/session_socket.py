@@ -52,10 +52,13 @@ read for, so its memory stays bounded, and past MAX_LAG / STALL_SECONDS it is to
 Without notifications (lost, or Redis down) the sender still re-reads the log every POLL_SECONDS.
 
 HTML (`?format=html`, the session page's htmx websocket extension): event frames are the
-page's own `<li>` items appended out of band (sessions.rendering.live_fragment, the same HTML
-the page renders), presence is the `#presence` list swapped out of band; `hello` is not sent,
-and `resync` / `error` stay JSON (htmx ignores them; the page reconnects with its last seq on
-4008). HTML frames are rendered per connection (HTML_PAGE events per frame), not shared.
+page's own `<li>` items appended out of band (the same HTML the page renders) followed by the
+side panels their events changed, presence is the `#presence` list swapped out of band; `hello`
+is not sent, and `resync` / `error` stay JSON (htmx ignores them; the page reconnects with its
+last seq on 4008). Live HTML frames are rendered once per session for every viewer in the
+process (sessions.stream.html_tail.HtmlTail: each event and each panel update once, the same
+bytes to every viewer at the same seq); history pages before the tail are rendered per viewer
+(sessions.rendering.live_fragment).
 """
 
 from __future__ import annotations
@@ -85,27 +88,34 @@ from sessions.stream.base import (
     TRY_AGAIN,
     SessionSocket,
 )
+from sessions.stream.html_tail import HTML_PAGE, HtmlTail
 from sessions.stream.probe import SocketProbe
 from sessions.stream.read import events_page, frames_of, parse_after, read_events
 from sessions.stream.tail import SessionTail, tail_attach, tail_detach
 
 log = logging.getLogger(__name__)
 
-HTML_PAGE = 200  # events per HTML frame (rendering templates costs more than JSON)
 MAX_LAG = 5000  # a caught-up viewer this many events behind, with its socket full, resyncs
 STALL_SECONDS = 10.0  # a socket that does not drain for this long resyncs
 POLL_SECONDS = 5.0  # the log is re-read this often without a notification (lost wake-ups)
 _LAYER_ERRORS = (RedisError, OSError, ConnectionError, asyncio.TimeoutError)
 
 
-def render_html_page(session_id: int, after: int) -> tuple[str, int]:
-    """The page's HTML for up to HTML_PAGE events after `after`, and the last seq in it."""
-    events = events_page(session_id, after, HTML_PAGE)
+def render_html_page(session_id: int, after: int, until: int) -> tuple[str, int]:
+    """The page's HTML for up to HTML_PAGE events after `after` (none past `until`), and the
+    last seq in it."""
+    events = events_page(session_id, after, max(1, min(HTML_PAGE, until - after)))
     return (live_fragment(events), events[-1].seq) if events else ("", after)
 
 
 def presence_html(message: dict) -> str:
-    items = format_html_join("", "<li>{}</li>", ((v["username"],) for v in message["viewers"]))
+    """The `#presence` list (the same for every viewer: who watches, no "you")."""
+    return _presence_html(tuple(v["username"] for v in message["viewers"]))
+
+
+@functools.lru_cache(maxsize=256)
+def _presence_html(usernames: tuple[str, ...]) -> str:
+    items = format_html_join("", "<li>{}</li>", ((name,) for name in usernames))
     return format_html(
         '<ul id="presence" class="presence" aria-labelledby="presence-title" aria-live="polite" '
         'hx-swap-oob="true">{}</ul>',
@@ -312,24 +322,19 @@ class SessionStreamConsumer(SessionSocket):
 
     async def _drain(self, poll: bool = False) -> None:
         """Send everything after self.sent that the log holds: history pages from the table
-        while this viewer is behind the session's tail, then frames sliced from the tail.
+        while this viewer is behind the session's tail, then frames sliced from the tail (the
+        JSON tail, or the HTML one: rendered once for every viewer of the session).
         `poll`: no notification came for POLL_SECONDS; look at the table anyway."""
-        if self.html:
-            return await self._drain_html()
         if self._tail is None:
-            self._tail = tail_attach(self.session_id, max(self.sent, self.target))
+            kind = HtmlTail if self.html else SessionTail
+            self._tail = tail_attach(self.session_id, max(self.sent, self.target), kind)
         tail = self._tail
         loop = asyncio.get_running_loop()
         while True:
             await self._wait_writable()
             try:
                 if self.sent + 1 < tail.first:
-                    rows = await database_sync_to_async(read_events)(self.session_id, self.sent)
-                    for frame in frames_of(rows):
-                        await self._wait_writable()
-                        await self.send(text_data=frame.text)
-                        self.sent = frame.last
-                    if not rows:
+                    if not await self._send_history(tail.first - 1):
                         return
                     continue
                 frame = tail.frame_after(self.sent)
@@ -348,21 +353,25 @@ class SessionStreamConsumer(SessionSocket):
             await self.send(text_data=frame.text)
             self.sent = frame.last
 
-    async def _drain_html(self) -> None:
-        while True:
-            await self._wait_writable()
-            try:
-                html, last = await database_sync_to_async(render_html_page)(
-                    self.session_id, self.sent
-                )
-            except DatabaseError as exc:
-                log.warning("reading session %s failed (%s); retrying", self.session_id, exc)
-                await asyncio.sleep(1)
-                continue
+    async def _send_history(self, until: int) -> bool:
+        """Send the next history page after self.sent (the tail starts after `until`); False
+        when the table has nothing after it. HTML history is rendered for this viewer alone:
+        it is where a late joiner or a reconnecting page catches up, not the live path."""
+        if self.html:
+            html, last = await database_sync_to_async(render_html_page)(
+                self.session_id, self.sent, until
+            )
             if last <= self.sent:
-                return
+                return False
             await self.send(text_data=html)
             self.sent = last
+            return True
+        rows = await database_sync_to_async(read_events)(self.session_id, self.sent)
+        for frame in frames_of(rows):
+            await self._wait_writable()
+            await self.send(text_data=frame.text)
+            self.sent = frame.last
+        return bool(rows)
 
     async def _send_notices(self) -> None:
         while self._notices:

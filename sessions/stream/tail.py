@@ -91,24 +91,30 @@ class SessionTail:
         return frame
 
 
-_tails: weakref.WeakKeyDictionary[asyncio.AbstractEventLoop, dict[int, SessionTail]] = (
-    weakref.WeakKeyDictionary()
-)
+_tails: weakref.WeakKeyDictionary[
+    asyncio.AbstractEventLoop, dict[tuple[type, int], SessionTail]
+] = weakref.WeakKeyDictionary()
 
 
-def tail_attach(session_id: int, base: int) -> SessionTail:
-    """The session's tail in this process (made, starting after `base`, if it has none)."""
+def tail_attach(session_id: int, base: int, kind: type[SessionTail] = SessionTail) -> SessionTail:
+    """The session's tail of this kind in this process (JSON: SessionTail; the page's HTML:
+    sessions.stream.html_tail.HtmlTail), made starting after `base` if it has none."""
     tails = _tails.setdefault(asyncio.get_running_loop(), {})
-    tail = tails.get(session_id)
+    tail = tails.get((kind, session_id))
     if tail is None:
-        tail = tails[session_id] = SessionTail(session_id, base)
+        tail = tails[kind, session_id] = kind(session_id, base)
     tail.viewers += 1
     return tail
+
+
+def tail_of(session_id: int, kind: type[SessionTail] = SessionTail) -> SessionTail | None:
+    """The session's tail of this kind in this process, if a viewer holds one."""
+    return _tails.get(asyncio.get_running_loop(), {}).get((kind, session_id))
 
 
 def tail_detach(tail: SessionTail) -> None:
     tail.viewers -= 1
     if tail.viewers <= 0:
         tails = _tails.get(asyncio.get_running_loop(), {})
-        if tails.get(tail.session_id) is tail:
-            del tails[tail.session_id]
+        if tails.get((type(tail), tail.session_id)) is tail:
+            del tails[type(tail), tail.session_id]
