@@ -1,5 +1,9 @@
 """Review metrics: what was accepted, and what it cost in review effort, sandbox time and money.
 
+This is the reference computation, over the sessions themselves. The Metrics page reads the
+same figures from per-day rollups (metrics/rollup_read.py, docs/metrics.md), which are computed
+with this module's grouped queries and tested and benchmarked against it.
+
 `metrics_report` computes every figure of the Metrics page for a set of repositories over a
 date range, per day or per week, per repository and overall, in a fixed number of SQL queries
 whatever the data, the range or the number of repositories:

@@ -188,6 +188,13 @@ def _serialize() -> None:
             cursor.execute("SELECT pg_advisory_xact_lock(%s)", [_LOCK_KEY])
 
 
+def recompute(ids: list[int], first: date, last: date) -> int:
+    """Recompute the rollups of repositories `ids` over the days first..last (rows written)."""
+    with transaction.atomic():
+        _serialize()
+        return _replace(ids, first, last)
+
+
 def refresh_marked(limit: int = 50_000) -> int:
     """Recompute every marked (repository, day) (at most `limit` marks per call) and delete
     its marks; returns the number of marks handled. Marks left by a transaction that commits
