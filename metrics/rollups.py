@@ -6,13 +6,15 @@ replayed update or a late webhook cannot count twice. What changes is found by m
 (RollupMark): the code that changes a session's totals, a pull request or a review leaves one
 in its own transaction (`mark_sessions`, through the signals connected in `connect_marks`);
 `refresh_marked` claims the marks, recomputes their days and deletes them in one transaction.
-It runs from the Celery task queued after a change, and before the Metrics page reads, so the
-page is never behind a committed change. `rebuild_rollups` recomputes every day (backfill: the
+It runs from the Celery task queued after a change (and every few minutes from beat, in case
+that task was lost), and before the Metrics page reads, so the page is never behind a committed
+change. `rebuild_rollups` recomputes every day (backfill: the
 data migration, `manage.py inspect metrics rollups --rebuild`, the `rebuild_rollups` task).
 """
 
 from __future__ import annotations
 
+import logging
 from collections import defaultdict
 from collections.abc import Iterable
 from datetime import UTC, date, datetime, timedelta
@@ -29,6 +31,8 @@ from metrics.models import AuthorDailyRollup, DailyRollup, RollupMark
 from metrics.queries import SUM_FIELDS, duration, pr_rows, review_rows, session_rows
 from sessions.models import PullRequest, ReviewEvent, Session
 from sessions.totals import session_totals_changed
+
+log = logging.getLogger(__name__)
 
 REFRESH_TASK = "metrics.tasks.refresh_rollups"
 REFRESH_QUEUED_KEY = "metrics:rollups:refresh-queued"
@@ -60,9 +64,14 @@ def mark_days(pairs: Iterable[tuple[int, date]]) -> None:
 
 
 def _queue_refresh() -> None:
-    # One queued refresh per REFRESH_DELAY_S however many changes (cache.add is atomic).
-    if cache.add(REFRESH_QUEUED_KEY, 1, timeout=REFRESH_DELAY_S):
-        current_app.send_task(REFRESH_TASK, countdown=REFRESH_DELAY_S)
+    # One queued refresh per REFRESH_DELAY_S however many changes (cache.add is atomic). The
+    # change is committed and marked whatever happens here: if the broker or the cache is
+    # down, the page's own refresh and the periodic one recompute the day.
+    try:
+        if cache.add(REFRESH_QUEUED_KEY, 1, timeout=REFRESH_DELAY_S):
+            current_app.send_task(REFRESH_TASK, countdown=REFRESH_DELAY_S)
+    except Exception as exc:  # noqa: BLE001 - any broker or cache failure: the mark stays
+        log.warning("could not queue the metrics rollups' refresh (%s); the mark stays", exc)
 
 
 def _on_session_saved(sender, instance: Session, **kwargs) -> None:

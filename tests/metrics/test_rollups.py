@@ -7,6 +7,7 @@ from __future__ import annotations
 import json
 import math
 import random
+import time
 from datetime import UTC, datetime, timedelta
 
 import pytest
@@ -233,3 +234,17 @@ def test_the_seed_computes_its_rollups_and_the_command_rebuilds_them(inspect_cli
     assert_same_rollups(rollup_rows(), seeded)
     code, out, _ = inspect_cli("metrics", "rollups")
     assert code == 0 and "recomputed the days of 0 marks" in out
+
+
+def test_a_real_worker_refreshes_what_a_change_marked(team, celery_worker_process):
+    # A session saved (post_save): its day is marked, and once the transaction commits the
+    # refresh task is queued; a real worker recomputes the day.
+    session = Session.objects.create(repository=team.repository, creator=team.engineer,
+                                     title="t", branch="b", cost_usd=2.5, start_ms=700)  # fmt: skip
+    day = session.created_at.astimezone(UTC).date()
+    deadline = time.monotonic() + 60
+    while RollupMark.objects.exists():
+        assert time.monotonic() < deadline, "the worker did not refresh the marked day"
+        time.sleep(0.2)
+    rollup = DailyRollup.objects.get(repository=team.repository, day=day)
+    assert (rollup.sessions, rollup.cost_usd, rollup.start_n) == (1, 2.5, 1)
