@@ -61,11 +61,12 @@ def manager_of(prefix: str):
     from accounts.models import Membership, Role
     from snapshots.models import Repository
 
-    user = get_user_model().objects.create_user(f"{prefix}-manager", password="unused-password")
-    Membership.objects.bulk_create(
-        Membership(user=user, repository=repo, role=Role.MANAGER)
-        for repo in Repository.objects.filter(name__startswith=f"{prefix}-repo-")
-    )
+    user, made = get_user_model().objects.get_or_create(username=f"{prefix}-manager")
+    if made:  # (a kept data set has it already)
+        Membership.objects.bulk_create(
+            Membership(user=user, repository=repo, role=Role.MANAGER)
+            for repo in Repository.objects.filter(name__startswith=f"{prefix}-repo-")
+        )
     client = Client(HTTP_HOST="127.0.0.1")  # an allowed host, as daphne's requests use
     client.force_login(user)
     return user, client, f"sessionid={client.cookies['sessionid'].value}"
@@ -178,9 +179,14 @@ def main() -> None:
     parser.add_argument("--prs", type=int, default=500_000)
     parser.add_argument("--requests", type=int, default=30)
     parser.add_argument("--repeat", type=int, default=7, help="in-process runs of each report")
+    parser.add_argument(
+        "--keep", action="store_true",
+        help="keep the scratch database; the next --keep run of the same sizes reuses its data",
+    )  # fmt: skip
     args = parser.parse_args()
+    keep = f"{args.sessions}/{args.events}/{args.prs}" if args.keep else ""
 
-    with Environment(DB_NAME) as env:
+    with Environment(DB_NAME, keep=keep) as env:
         import django
 
         django.setup()
@@ -190,15 +196,20 @@ def main() -> None:
         call_command("migrate", interactive=False, verbosity=0)
         call_command("collectstatic", interactive=False, verbosity=0)
         report: dict = {"environment": env.describe(), "setup": {}}
-        started = time.monotonic()
-        report["setup"]["full"] = seed("bench", args.sessions, args.events, args.prs)
-        report["setup"]["tenth"] = seed(
-            "tenth", args.sessions // 10, args.events // 10, args.prs // 10
-        )
-        if connection.vendor == "postgresql":
-            with connection.cursor() as cursor:
-                cursor.execute("VACUUM ANALYZE")
-        report["setup"]["seconds"] = round(time.monotonic() - started, 1)
+        if env.reused:
+            print("reusing the kept data set (--keep)", file=sys.stderr, flush=True)
+            report["setup"] = {**env.reused, "reused": True}
+        else:
+            started = time.monotonic()
+            report["setup"]["full"] = seed("bench", args.sessions, args.events, args.prs)
+            report["setup"]["tenth"] = seed(
+                "tenth", args.sessions // 10, args.events // 10, args.prs // 10
+            )
+            if connection.vendor == "postgresql":
+                with connection.cursor() as cursor:
+                    cursor.execute("VACUUM ANALYZE")
+            report["setup"]["seconds"] = round(time.monotonic() - started, 1)
+            report["setup"]["reused"] = False
         from metrics.rollups import rebuild_rollups
 
         started = time.monotonic()
@@ -207,6 +218,7 @@ def main() -> None:
         if connection.vendor == "postgresql":
             with connection.cursor() as cursor:
                 cursor.execute("VACUUM ANALYZE metrics_dailyrollup")
+        env.kept({k: v for k, v in report["setup"].items() if k in ("full", "tenth", "seconds")})
 
         _, big_client, big_cookie = manager_of("bench")
         _, small_client, small_cookie = manager_of("tenth")
@@ -277,7 +289,9 @@ def print_table(report: dict, args) -> None:
         f"{env['cpus']} CPUs, load average {env['load_average_at_start']} at start, "
         f"{env['load_average_at_end']} at end; seeded {full['sessions']:,} sessions, "
         f"{full['events']:,} events, {full['prs']:,} PRs, {full['reviews']:,} review events "
-        f"(+ a tenth-size set) in {report['setup']['seconds']} s; rollups rebuilt in "
+        f"(+ a tenth-size set) in {report['setup']['seconds']} s"
+        f"{' (kept from an earlier run: --keep)' if report['setup']['reused'] else ''}; "
+        "rollups rebuilt in "
         f"{rollups['seconds']} s ({rollups['rollups']:,} rows)"
     )
     print()

@@ -80,7 +80,7 @@ def encode_exact(values: list[float]) -> bytes:
     """The values themselves (float64, little-endian) when there are at most EXACT_MAX."""
     if len(values) > EXACT_MAX:
         return b""
-    exact = array("d", values)
+    exact = array("d", sorted(values))  # sorted: the same set, the same bytes
     if not _LITTLE:
         exact.byteswap()
     return exact.tobytes()
