@@ -220,11 +220,24 @@ def refresh_marked(limit: int = 50_000) -> int:
         days: dict[int, list[date]] = defaultdict(list)
         for _, repo_id, day in marks:
             days[repo_id].append(day)
-        # One recomputation per repository over the span of its marked days (usually today).
+        # One recomputation per repository and run of nearby marked days (usually just today;
+        # a late webhook about an old session adds its own day, not the months between).
         for repo_id, marked in days.items():
-            _replace([repo_id], min(marked), max(marked))
+            for first, last in _runs(sorted(set(marked))):
+                _replace([repo_id], first, last)
         RollupMark.objects.filter(id__in=[mark_id for mark_id, _, _ in marks]).delete()
     return len(marks)
+
+
+def _runs(days: list[date], gap: int = 3) -> list[tuple[date, date]]:
+    """Sorted days as (first, last) spans, a new span where `gap` or more days are unmarked."""
+    runs: list[tuple[date, date]] = []
+    for day in days:
+        if runs and (day - runs[-1][1]).days <= gap:
+            runs[-1] = (runs[-1][0], day)
+        else:
+            runs.append((day, day))
+    return runs
 
 
 def rebuild_rollups() -> dict:
