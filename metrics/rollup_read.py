@@ -10,6 +10,10 @@ from __future__ import annotations
 from collections import defaultdict
 from datetime import UTC, date, datetime, timedelta
 
+import psycopg
+from django.db import connection
+from django.db.models import QuerySet
+
 from metrics import sketch
 from metrics.figures import MetricsReport, Period
 from metrics.models import DailyRollup
@@ -29,53 +33,49 @@ def rollup_figures(
     overall of [since, until), from the rollups."""
     first = since.astimezone(UTC).date()
     last = (until - timedelta(microseconds=1)).astimezone(UTC).date()
-    rows = (
+    rows = _fetch(
         DailyRollup.objects.filter(repository_id__in=ids, day__gte=first, day__lte=last)
         .values_list("repository_id", "day", *SUM_FIELDS, *_SKETCH_COLUMNS)
         .order_by()
     )
     sums: SumRows = []
-    # Per group (bucket or repository, each alone; the total from the buckets): one Merged per
-    # sketch.
-    by_bucket: dict[date, dict[str, sketch.Merged]] = defaultdict(_merged_set)
-    by_repo: dict[int, dict[str, sketch.Merged]] = defaultdict(_merged_set)
+    # Each stored sketch goes to its bucket, its repository and the total (the group keys).
+    entries: dict[str, list[tuple[tuple, sketch.Stored]]] = {name: [] for name in SKETCHES}
     width = len(SUM_FIELDS)
     for row in rows:
         repo_id, day = row[0], row[1]
         bucket = day - timedelta(days=day.weekday()) if period == "week" else day
         sums.append((repo_id, bucket, list(row[2 : 2 + width])))
         stored = row[2 + width :]
+        groups = ((None, bucket), (repo_id, None), (None, None))
         for i, name in enumerate(SKETCHES):
             first_lane, counts, n, exact = stored[4 * i : 4 * i + 4]
             if n:
-                counts, exact = bytes(counts), bytes(exact)
-                by_bucket[bucket][name].add(first_lane, counts, n, exact)
-                by_repo[repo_id][name].add(first_lane, counts, n, exact)
-    total = _merged_set()
-    for merged in by_bucket.values():
-        for name in SKETCHES:
-            total[name].add_merged(merged[name])
-    percentiles: PercentileRows = [
-        (None, bucket, _percentiles(m)) for bucket, m in by_bucket.items()
-    ]
-    percentiles += [(repo_id, None, _percentiles(m)) for repo_id, m in by_repo.items()]
-    percentiles.append((None, None, _percentiles(total)))
-    return sums, [row for row in percentiles if row[2]]
-
-
-def _merged_set() -> dict[str, sketch.Merged]:
-    return {name: sketch.Merged() for name in SKETCHES}
-
-
-def _percentiles(merged: dict[str, sketch.Merged]) -> dict[str, float]:
-    out = {}
-    for name in SKETCHES:
+                entries[name].append((groups, sketch.Stored(first_lane, counts, n, exact)))
+    found: dict[tuple, dict[str, float]] = defaultdict(dict)
+    for name, merged in ((name, sketch.merge_by(entries[name])) for name in SKETCHES):
         wanted = [(figure, q) for figure, (value, q) in PERCENTILES.items() if value == name]
-        found = merged[name].percentiles(q for _, q in wanted)
-        out.update(
-            {figure: v for (figure, _), v in zip(wanted, found, strict=True) if v is not None}
-        )
-    return out
+        for group, one in merged.items():
+            values = one.percentiles(q for _, q in wanted)
+            found[group].update(
+                {figure: v for (figure, _), v in zip(wanted, values, strict=True) if v is not None}
+            )
+    percentiles: PercentileRows = [
+        (repo_id, bucket, values) for (repo_id, bucket), values in found.items() if values
+    ]
+    return sums, percentiles
+
+
+def _fetch(rows: QuerySet) -> list[tuple]:
+    # On PostgreSQL, the same statement with binary results: the sketches arrive as bytes,
+    # not as hex text to decode (a few times faster for a range's megabytes of sketches).
+    if connection.vendor != "postgresql":
+        return list(rows)
+    sql, params = rows.query.sql_with_params()
+    connection.ensure_connection()
+    with psycopg.Cursor(connection.connection) as cursor:
+        cursor.execute(sql, params, binary=True)
+        return cursor.fetchall()
 
 
 def current_metrics_report(

@@ -11,10 +11,10 @@ Small sets stay exact: a sketch of at most EXACT_MAX values also keeps the value
 (`encode_exact`), and a merge of such sketches that holds at most MERGED_EXACT_MAX values reads
 its percentiles from them, exactly as percentile_cont does.
 
-Stored form: the counts of a span of lanes as little-endian uint32 (`counts_bytes`) and the
-first lane's number. Merged by adding Python integers whose 32-bit lanes hold the counts, so a
-merge costs one big-integer addition per sketch; a lane cannot carry into the next while fewer
-than 2**32 values are merged (`Merged.add` refuses more).
+Stored form: the counts of a span of lanes as little-endian uint32 and the first lane's
+number. Merged by adding Python integers whose 32-bit lanes hold the counts, so a merge costs
+one big-integer addition per sketch; a lane cannot carry into the next while fewer than 2**32
+values are merged (`Merged.add` refuses more).
 """
 
 from __future__ import annotations
@@ -23,8 +23,8 @@ import math
 import sys
 from array import array
 from bisect import bisect_right
-from collections import Counter
-from collections.abc import Callable, Iterable
+from collections import Counter, defaultdict
+from collections.abc import Callable, Hashable, Iterable
 from itertools import accumulate
 
 RELATIVE_ACCURACY = 0.01
@@ -86,42 +86,54 @@ def encode_exact(values: list[float]) -> bytes:
     return exact.tobytes()
 
 
+class Stored:
+    """One stored sketch, decoded once (a row adds to several merges)."""
+
+    __slots__ = ("count", "exact", "first", "lanes")
+
+    def __init__(self, first: int, counts_bytes, count: int, exact=b"") -> None:
+        self.first = first
+        self.lanes = int.from_bytes(counts_bytes, "little")  # bytes or a memoryview
+        self.count = count
+        self.exact: array | None = None
+        if exact:
+            self.exact = array("d")
+            self.exact.frombytes(exact)
+            if not _LITTLE:
+                self.exact.byteswap()
+
+
 class Merged:
-    """Sketches added up; `percentile` reads the result."""
+    """Sketches added up; `percentiles` reads the result.
+
+    The counts are one Python int whose 32-bit lane i is lane `base + i`: `base` is the lowest
+    lane seen, so the int spans the values' lanes only (a few hundred), not every lane."""
 
     def __init__(self) -> None:
-        self.lanes = 0  # a Python int: lane i is bits [32 i, 32 i + 32)
+        self.lanes = 0
+        self.base = 0
         self.count = 0
         self.exact: array | None = array("d")  # every value, while all were kept and few
 
-    def add(self, first: int, counts_bytes: bytes, count: int, exact: bytes = b"") -> None:
-        """Add one stored sketch of `count` values (and the values, if it kept them)."""
-        if not count:
+    def add(self, sketch: Stored | Merged) -> None:
+        """Add a stored sketch or another merge."""
+        if not sketch.count:
             return
-        self._count(count)
-        self.lanes += int.from_bytes(counts_bytes, "little") << (_BITS * first)
-        if self.exact is not None:
-            if exact and self.count <= MERGED_EXACT_MAX:
-                values = array("d")
-                values.frombytes(exact)
-                if not _LITTLE:
-                    values.byteswap()
-                self.exact.extend(values)
-            else:
-                self.exact = None
-
-    def add_merged(self, other: Merged) -> None:
-        self._count(other.count)
-        self.lanes += other.lanes
-        if self.exact is not None and other.exact is not None and self.count <= MERGED_EXACT_MAX:
-            self.exact.extend(other.exact)
-        else:
-            self.exact = None
-
-    def _count(self, count: int) -> None:
-        self.count += count
+        first = sketch.first if isinstance(sketch, Stored) else sketch.base
+        if not self.count:
+            self.base = first
+        elif first < self.base:
+            self.lanes <<= _BITS * (self.base - first)
+            self.base = first
+        self.count += sketch.count
         if self.count >= 2**_BITS:
             raise OverflowError("a sketch merges fewer than 2**32 values")
+        self.lanes += sketch.lanes << (_BITS * (first - self.base))
+        if self.exact is not None:
+            if sketch.exact is not None and self.count <= MERGED_EXACT_MAX:
+                self.exact.extend(sketch.exact)
+            else:
+                self.exact = None
 
     def percentiles(self, fractions: Iterable[float]) -> list[float | None]:
         """percentile_cont of each fraction (None for an empty sketch)."""
@@ -131,7 +143,7 @@ class Merged:
         if self.exact is not None:
             ordered = sorted(self.exact)
             return [_interpolate(ordered.__getitem__, len(ordered), q) for q in fractions]
-        raw = self.lanes.to_bytes(LANES * 4, "little")
+        raw = self.lanes.to_bytes((self.lanes.bit_length() + _BITS - 1) // _BITS * 4, "little")
         counts = array("I")
         counts.frombytes(raw)
         if not _LITTLE:
@@ -139,9 +151,39 @@ class Merged:
         cumulative = list(accumulate(counts))
 
         def at_rank(rank: int) -> float:
-            return estimate(bisect_right(cumulative, rank))
+            return estimate(self.base + bisect_right(cumulative, rank))
 
         return [_interpolate(at_rank, self.count, q) for q in fractions]
+
+
+def merge_by(entries: list[tuple[Iterable[Hashable], Stored]]) -> dict[Hashable, Merged]:
+    """Merge stored sketches by group: each entry's sketch goes to each of its groups.
+
+    Each sketch is shifted once, to the lowest lane of them all, and each group's counts are
+    one sum() of those integers, so a group costs a C-level loop, not a Python one."""
+    if not entries:
+        return {}
+    base = min(one.first for _, one in entries)
+    parts: dict[Hashable, list[Stored]] = defaultdict(list)
+    shifted: dict[int, int] = {}
+    for groups, one in entries:
+        shifted[id(one)] = one.lanes << (_BITS * (one.first - base))
+        for group in groups:
+            parts[group].append(one)
+    out = {}
+    for group, members in parts.items():
+        merged = Merged()
+        merged.base = base
+        merged.count = sum(one.count for one in members)
+        if merged.count >= 2**_BITS:
+            raise OverflowError("a sketch merges fewer than 2**32 values")
+        merged.lanes = sum(shifted[id(one)] for one in members)
+        if merged.count <= MERGED_EXACT_MAX and all(one.exact is not None for one in members):
+            merged.exact = array("d", [v for one in members for v in one.exact])
+        else:
+            merged.exact = None
+        out[group] = merged
+    return out
 
 
 def _interpolate(at_rank: Callable[[int], float], count: int, q: float) -> float:

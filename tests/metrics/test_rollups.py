@@ -205,7 +205,7 @@ def test_a_sketch_is_within_its_accuracy_and_merges_like_the_union():
     merged = sketch.Merged()
     for values in parts:
         first, counts = sketch.encode(values)
-        merged.add(first, counts, len(values), sketch.encode_exact(values))
+        merged.add(sketch.Stored(first, counts, len(values), sketch.encode_exact(values)))
     union = sorted(v for values in parts for v in values)
     assert merged.exact is None  # too many to keep
     for q in (0.01, 0.5, 0.95, 0.999):
@@ -213,7 +213,7 @@ def test_a_sketch_is_within_its_accuracy_and_merges_like_the_union():
         assert got == pytest.approx(percentile_cont(union, q), rel=sketch.RELATIVE_ACCURACY)
     small = sketch.Merged()
     values = [3.0, 1.0, 2.0, 10.0]
-    small.add(*sketch.encode(values), len(values), sketch.encode_exact(values))
+    small.add(sketch.Stored(*sketch.encode(values), len(values), sketch.encode_exact(values)))
     assert small.percentiles([0.5, 0.95]) == [2.5, percentile_cont(sorted(values), 0.95)]
     assert sketch.Merged().percentiles([0.5]) == [None]
 
