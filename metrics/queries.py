@@ -98,15 +98,16 @@ def metrics_report(
     until = datetime.combine(end + timedelta(days=1), datetime.min.time(), tzinfo=UTC)
     figures_of = figures_of or reference_figures()
     sums, percentiles = figures_of(ids, since, until, period)
-    # Roll the (repository, bucket) sums up per period, per repository and overall, as plain
-    # lists (a 180-day range per day has thousands of rows), then make Figures of them.
-    width = len(SUM_FIELDS)
-    by_period: dict[date, list[float]] = defaultdict(lambda: [0] * width)
-    by_repo: dict[int, list[float]] = defaultdict(lambda: [0] * width)
-    overall = [0] * width
+    # Roll the (repository, bucket) sums up per period, per repository and overall, column by
+    # column with sum() (a 180-day range per day has thousands of rows), then make Figures.
+    period_rows: dict[date, list[list[float]]] = defaultdict(list)
+    repo_rows: dict[int, list[list[float]]] = defaultdict(list)
     for repo_id, bucket, values in sums:
-        for acc in (by_period[bucket], by_repo[repo_id], overall):
-            acc[:] = [a + v for a, v in zip(acc, values, strict=True)]
+        period_rows[bucket].append(values)
+        repo_rows[repo_id].append(values)
+    by_period = {bucket: _column_sums(rows) for bucket, rows in period_rows.items()}
+    by_repo = {repo_id: _column_sums(rows) for repo_id, rows in repo_rows.items()}
+    overall = _column_sums(list(by_period.values())) if by_period else [0] * len(SUM_FIELDS)
     for bucket, values in by_period.items():
         # A bucket outside the list cannot happen (same truncation), but never lose data.
         per_period.setdefault(bucket, Figures()).add(_figures_of_sums(values))
@@ -144,6 +145,10 @@ def reference_figures() -> FiguresOf:
     """The computation over the sessions themselves: one statement on PostgreSQL, grouped ORM
     queries elsewhere. The reference the rollups are tested and benchmarked against."""
     return _figures_postgresql if connection.vendor == "postgresql" else _figures_portable
+
+
+def _column_sums(rows: list[list[float]]) -> list[float]:
+    return [sum(column) for column in zip(*rows, strict=True)]
 
 
 def _figures_of_sums(values: list[float]) -> Figures:

@@ -89,18 +89,23 @@ def encode_exact(values: list[float]) -> bytes:
 class Stored:
     """One stored sketch, decoded once (a row adds to several merges)."""
 
-    __slots__ = ("count", "exact", "first", "lanes")
+    __slots__ = ("count", "exact_bytes", "first", "lanes")
 
     def __init__(self, first: int, counts_bytes, count: int, exact=b"") -> None:
         self.first = first
         self.lanes = int.from_bytes(counts_bytes, "little")  # bytes or a memoryview
         self.count = count
-        self.exact: array | None = None
-        if exact:
-            self.exact = array("d")
-            self.exact.frombytes(exact)
-            if not _LITTLE:
-                self.exact.byteswap()
+        self.exact_bytes = exact  # decoded only by a merge that stays exact
+
+    @property
+    def exact(self) -> array | None:
+        if not self.exact_bytes:
+            return None
+        values = array("d")
+        values.frombytes(self.exact_bytes)
+        if not _LITTLE:
+            values.byteswap()
+        return values
 
 
 class Merged:
@@ -178,7 +183,7 @@ def merge_by(entries: list[tuple[Iterable[Hashable], Stored]]) -> dict[Hashable,
         if merged.count >= 2**_BITS:
             raise OverflowError("a sketch merges fewer than 2**32 values")
         merged.lanes = sum(shifted[id(one)] for one in members)
-        if merged.count <= MERGED_EXACT_MAX and all(one.exact is not None for one in members):
+        if merged.count <= MERGED_EXACT_MAX and all(one.exact_bytes for one in members):
             merged.exact = array("d", [v for one in members for v in one.exact])
         else:
             merged.exact = None
