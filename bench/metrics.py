@@ -51,7 +51,8 @@ def seed(prefix: str, sessions: int, events: int, prs: int) -> dict:
     print(f"seeding {prefix}: {sessions:,} sessions, {events:,} events, {prs:,} PRs ...",
           file=sys.stderr, flush=True)  # fmt: skip
     return seed_metrics_data(sessions=sessions, events=events, prs=prs, repositories=20,
-                             users=400, days=180, seed=7, prefix=prefix)  # fmt: skip
+                             users=400, days=180, seed=7, prefix=prefix,
+                             rollups=False)  # fmt: skip
 
 
 def manager_of(prefix: str):

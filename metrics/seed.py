@@ -55,9 +55,11 @@ def seed_metrics_data(
     seed: int = 7,
     prefix: str = "seed",
     now: datetime | None = None,
+    rollups: bool = True,
 ) -> dict:
-    """Insert a realistic data set; returns what was made. Raises ValueError when the sizes
-    do not fit together or rows with `prefix` exist already (choose another prefix)."""
+    """Insert a realistic data set and compute its rollups (unless `rollups` is False: the
+    caller rebuilds them); returns what was made. Raises ValueError when the sizes do not fit
+    together or rows with `prefix` exist already (choose another prefix)."""
     if min(sessions, events, prs, days) < 0 or repositories < 1 or users < 1:
         raise ValueError("sizes must be positive, with at least one repository and one user")
     if prs > sessions:
@@ -78,7 +80,7 @@ def seed_metrics_data(
     event_count = _events(rng, made)
     # Bulk inserts send no signals: the seeded days' rollups are computed here, at once (with
     # the planner's statistics of what was just inserted, as autovacuum would gather).
-    if made:
+    if made and rollups:
         if connection.vendor == "postgresql":
             with connection.cursor() as cursor:
                 for model in (Session, PullRequest, ReviewEvent):
