@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import contextlib
 import ctypes
+import json
 import os
 import shutil
 import signal
@@ -66,9 +67,15 @@ class Environment:
     """A throwaway database (and Redis, when embedded) for this run, and the environment every
     process of the run shares."""
 
-    def __init__(self, db_name: str = "inspect_bench") -> None:
-        # A bench that may run beside another passes its own scratch database name.
+    def __init__(self, db_name: str = "inspect_bench", keep: str = "") -> None:
+        # A bench that may run beside another passes its own scratch database name. `keep`
+        # (PostgreSQL only) describes what the bench puts in the database: the database is
+        # kept at the end, and the next run with the same `keep` reuses it (`reused` holds
+        # what `kept()` recorded) instead of starting empty.
         self.db_name = db_name
+        self.keep = keep
+        self.reused: dict | None = None
+        self.kept_file = OUT / f"{db_name}.kept.json"
         self.given_db = os.environ.get("DATABASE_URL", "").strip()
         self.given_redis = os.environ.get("REDIS_URL", "").strip()
         OUT.mkdir(parents=True, exist_ok=True)
@@ -85,8 +92,11 @@ class Environment:
         if self.given_db:
             parts = urlsplit(self.given_db)
             self.scratch_db = urlunsplit(parts._replace(path=f"/{self.db_name}"))
-            self._admin(f"DROP DATABASE IF EXISTS {self.db_name} WITH (FORCE)")
-            self._admin(f"CREATE DATABASE {self.db_name}")
+            self.reused = self._kept() if self.keep else None
+            if self.reused is None:
+                self.kept_file.unlink(missing_ok=True)
+                self._admin(f"DROP DATABASE IF EXISTS {self.db_name} WITH (FORCE)")
+                self._admin(f"CREATE DATABASE {self.db_name}")
             self.env["DATABASE_URL"] = self.scratch_db
         else:
             os.environ.pop("DATABASE_URL", None)
@@ -98,6 +108,24 @@ class Environment:
             self.embedded.enter_context(embedded_redis(self.workdir))
         os.environ.update(self.env)
         return self
+
+    def _kept(self) -> dict | None:
+        import psycopg
+
+        try:
+            record = json.loads(self.kept_file.read_text())
+        except (OSError, ValueError):
+            return None
+        with psycopg.connect(self.given_db, autocommit=True) as conn:
+            exists = conn.execute(
+                "SELECT 1 FROM pg_database WHERE datname = %s", [self.db_name]
+            ).fetchone()
+        return record.get("data") if exists and record.get("keep") == self.keep else None
+
+    def kept(self, data: dict) -> None:
+        """Record what the kept database holds, for the next run with the same `keep`."""
+        if self.keep and self.scratch_db:
+            self.kept_file.write_text(json.dumps({"keep": self.keep, "data": data}))
 
     def _admin(self, sql: str) -> None:
         import psycopg
@@ -137,7 +165,7 @@ class Environment:
                 for key in client.scan_iter(pattern):
                     client.delete(key)
             client.close()
-        if self.scratch_db:
+        if self.scratch_db and not self.keep:
             self._admin(f"DROP DATABASE IF EXISTS {self.db_name} WITH (FORCE)")
         if self.embedded is not None:
             self.embedded.close()

@@ -27,6 +27,7 @@ from gateway.scrub import scrub_bytes, scrubber
 from sessions.agents.pricing import cost_usd
 from sessions.events import append_event
 from sessions.models import ModelAccess, Prompt, Session
+from sessions.totals import totals_changed
 
 log = logging.getLogger(__name__)
 
@@ -201,6 +202,7 @@ def _write(
             Session.objects.filter(pk=access.session_id).update(
                 cost_usd=F("cost_usd") + row.cost_usd
             )
+            totals_changed([access.session_id])
         append_event(access.session_id, "model_request", _usage(row, turn))
         # Last: the audit log's head stays locked until this transaction commits.
         audit.record(

@@ -313,6 +313,11 @@ CELERY_BEAT_SCHEDULE = {
         "schedule": 30.0,
         "options": {"expires": 25},
     },
+    "refresh-metrics-rollups": {
+        "task": "metrics.tasks.refresh_rollups",
+        "schedule": 300.0,
+        "options": {"expires": 250},
+    },
     "delete-expired-model-bodies": {
         "task": "gateway.tasks.delete_expired_model_bodies",
         "schedule": 3600.0,

@@ -4,11 +4,13 @@ from __future__ import annotations
 
 import argparse
 import json
+import time
 from typing import Any
 
 from django.core.management.base import BaseCommand, CommandError
 
 from inspect_web.cli_args import command_parser
+from metrics.rollups import rebuild_rollups, refresh_marked
 from metrics.seed import seed_metrics_data
 
 
@@ -27,6 +29,33 @@ def register(areas: argparse._SubParsersAction, command: BaseCommand) -> None:
     seed.add_argument("--seed", type=int, default=7)
     seed.add_argument("--prefix", default="seed", help="name prefix of the seeded rows")
     seed.add_argument("--json", action="store_true")
+    help_text = "bring the Metrics page's rollups up to date (--rebuild: recompute every day)"
+    rollups = command_parser(metrics, "rollups", metrics_rollups, help_text)
+    rollups.add_argument(
+        "--rebuild", action="store_true", help="recompute every rollup from the sessions (backfill)"
+    )
+    rollups.add_argument("--json", action="store_true")
+
+
+def metrics_rollups(command: BaseCommand, options: dict[str, Any]) -> int:
+    started = time.monotonic()
+    if options["rebuild"]:
+        result = {"rebuilt": True, **rebuild_rollups()}
+    else:
+        result = {"rebuilt": False, "marks": refresh_marked()}
+    result["seconds"] = round(time.monotonic() - started, 1)
+    if options["json"]:
+        command.stdout.write(json.dumps(result))
+    elif options["rebuild"]:
+        command.stdout.write(
+            f"rebuilt {result['rollups']:,} daily rollups of {result['repositories']} "
+            f"repositories ({result['seconds']} s)"
+        )
+    else:
+        command.stdout.write(
+            f"recomputed the days of {result['marks']:,} marks ({result['seconds']} s)"
+        )
+    return 0
 
 
 def metrics_seed(command: BaseCommand, options: dict[str, Any]) -> int:

@@ -1,5 +1,9 @@
 """Review metrics: what was accepted, and what it cost in review effort, sandbox time and money.
 
+This is the reference computation, over the sessions themselves. The Metrics page reads the
+same figures from per-day rollups (metrics/rollup_read.py, docs/metrics.md), which are computed
+with this module's grouped queries and tested and benchmarked against it.
+
 `metrics_report` computes every figure of the Metrics page for a set of repositories over a
 date range, per day or per week, per repository and overall, in a fixed number of SQL queries
 whatever the data, the range or the number of repositories:
@@ -32,6 +36,7 @@ from __future__ import annotations
 
 import math
 from collections import defaultdict
+from collections.abc import Callable
 from datetime import UTC, date, datetime, timedelta
 
 from django.db import connection, transaction
@@ -68,10 +73,13 @@ def metrics_report(
     start: date,
     end: date,
     now: datetime | None = None,
+    figures_of: FiguresOf | None = None,
 ) -> MetricsReport:
     """All figures for `repositories` over [start, end] (dates, UTC, inclusive), per `period`.
 
     A fixed number of queries whatever the data (none when `repositories` is empty).
+    `figures_of` gives the sums and percentiles: by default the reference computation over
+    the sessions (this module); the page passes the rollups' (metrics/rollup_read.py).
     Raises ValueError for an unknown period.
     """
     if period not in PERIODS:
@@ -88,17 +96,18 @@ def metrics_report(
     ids = [r.pk for r in repositories]
     since = datetime.combine(start, datetime.min.time(), tzinfo=UTC)
     until = datetime.combine(end + timedelta(days=1), datetime.min.time(), tzinfo=UTC)
-    figures_of = _figures_postgresql if connection.vendor == "postgresql" else _figures_portable
+    figures_of = figures_of or reference_figures()
     sums, percentiles = figures_of(ids, since, until, period)
-    # Roll the (repository, bucket) sums up per period, per repository and overall, as plain
-    # lists (a 180-day range per day has thousands of rows), then make Figures of them.
-    width = len(SUM_FIELDS)
-    by_period: dict[date, list[float]] = defaultdict(lambda: [0] * width)
-    by_repo: dict[int, list[float]] = defaultdict(lambda: [0] * width)
-    overall = [0] * width
+    # Roll the (repository, bucket) sums up per period, per repository and overall, column by
+    # column with sum() (a 180-day range per day has thousands of rows), then make Figures.
+    period_rows: dict[date, list[list[float]]] = defaultdict(list)
+    repo_rows: dict[int, list[list[float]]] = defaultdict(list)
     for repo_id, bucket, values in sums:
-        for acc in (by_period[bucket], by_repo[repo_id], overall):
-            acc[:] = [a + v for a, v in zip(acc, values, strict=True)]
+        period_rows[bucket].append(values)
+        repo_rows[repo_id].append(values)
+    by_period = {bucket: _column_sums(rows) for bucket, rows in period_rows.items()}
+    by_repo = {repo_id: _column_sums(rows) for repo_id, rows in repo_rows.items()}
+    overall = _column_sums(list(by_period.values())) if by_period else [0] * len(SUM_FIELDS)
     for bucket, values in by_period.items():
         # A bucket outside the list cannot happen (same truncation), but never lose data.
         per_period.setdefault(bucket, Figures()).add(_figures_of_sums(values))
@@ -129,6 +138,19 @@ SumRows = list[tuple[int, date, list[float]]]
 PercentileRows = list[tuple[int | None, date | None, dict[str, float]]]
 
 
+FiguresOf = Callable[[list[int], datetime, datetime, Period], tuple[SumRows, PercentileRows]]
+
+
+def reference_figures() -> FiguresOf:
+    """The computation over the sessions themselves: one statement on PostgreSQL, grouped ORM
+    queries elsewhere. The reference the rollups are tested and benchmarked against."""
+    return _figures_postgresql if connection.vendor == "postgresql" else _figures_portable
+
+
+def _column_sums(rows: list[list[float]]) -> list[float]:
+    return [sum(column) for column in zip(*rows, strict=True)]
+
+
 def _figures_of_sums(values: list[float]) -> Figures:
     # Sums may arrive as floats (PostgreSQL's array): counts become ints again.
     return Figures(**{
@@ -142,7 +164,7 @@ def _figures_portable(ids, since, until, period: Period) -> tuple[SumRows, Perce
     trunc = TruncWeek if period == "week" else TruncDay
     sums = [
         (repo_id, bucket, [getattr(figures, name) for name in SUM_FIELDS])
-        for rows in (_session_rows, _pr_rows, _review_rows)
+        for rows in (session_rows, pr_rows, review_rows)
         for repo_id, bucket, figures in rows(ids, since, until, trunc)
     ]
     return sums, list(_percentiles_python(ids, since, until, period))
@@ -164,7 +186,7 @@ def _in_range(prefix: str, ids, since, until) -> dict:
     }
 
 
-def _session_rows(ids, since, until, trunc):
+def session_rows(ids, since, until, trunc):
     # Sessions alone, no join: the cheapest scan of the biggest table.
     rows = (
         Session.objects.filter(**_in_range("", ids, since, until))
@@ -199,11 +221,11 @@ def _session_rows(ids, since, until, trunc):
         )
 
 
-def _duration(later: str, earlier: str) -> ExpressionWrapper:
+def duration(later: str, earlier: str) -> ExpressionWrapper:
     return ExpressionWrapper(F(later) - F(earlier), output_field=DurationField())
 
 
-def _pr_rows(ids, since, until, trunc):
+def pr_rows(ids, since, until, trunc):
     # A PR counts with its session's cohort: range and bucket by the session's created_at.
     merged = Q(state=PullRequest.State.MERGED)
     reviewed = Q(first_review_at__isnull=False)
@@ -219,9 +241,9 @@ def _pr_rows(ids, since, until, trunc):
             escaped=Count("id", filter=merged & Q(reverted_at__isnull=False)),
             merged_rounds=Sum("review_rounds", filter=merged),
             reviewed=Count("id", filter=reviewed),
-            first_review=Sum(_duration("first_review_at", "created_at"), filter=reviewed),
+            first_review=Sum(duration("first_review_at", "created_at"), filter=reviewed),
             merge=Sum(
-                _duration("merged_at", "created_at"), filter=merged & Q(merged_at__isnull=False)
+                duration("merged_at", "created_at"), filter=merged & Q(merged_at__isnull=False)
             ),
         )
         .order_by()
@@ -257,7 +279,7 @@ def review_effort_seconds() -> Case:
     )
 
 
-def _review_rows(ids, since, until, trunc):
+def review_rows(ids, since, until, trunc):
     # Effort counts with its PR's session's cohort, as merged PRs and lines do.
     pr = "pull_request__session__"
     rows = (
@@ -281,7 +303,7 @@ def _review_rows(ids, since, until, trunc):
 # Percentiles: rows of (repository id or None, bucket or None, {figure: value}); a row with
 # both None is the total, with only a bucket a period, with only a repository a repository.
 # Each figure: (value, fraction); the values are a session's and its pull request's.
-_PERCENTILES = {
+PERCENTILES = {
     "start_p50_ms": ("start", 0.5),
     "start_p95_ms": ("start", 0.95),
     "first_review_p50_s": ("first_review", 0.5),
@@ -360,7 +382,7 @@ def _figures_postgresql(ids, since, until, period: Period) -> tuple[SumRows, Per
         sums=", ".join(f"coalesce({aggregate}, 0)" for _, aggregate in _PG_SUMS),
         percentiles=", ".join(
             f"percentile_cont({q}) WITHIN GROUP (ORDER BY {value})"
-            for value, q in _PERCENTILES.values()
+            for value, q in PERCENTILES.values()
         ),
     )
     params = {
@@ -385,7 +407,7 @@ def _figures_postgresql(ids, since, until, period: Period) -> tuple[SumRows, Per
         if not is_percentile:
             sums.append((repo_id, _as_date(bucket), numbers))
             continue
-        values = dict(zip(_PERCENTILES, numbers, strict=True))
+        values = dict(zip(PERCENTILES, numbers, strict=True))
         values = {name: v for name, v in values.items() if v is not None}
         if values:  # the grand total of an empty range has none
             key_repo = None if g_repo else repo_id
@@ -409,8 +431,8 @@ def _percentiles_python(ids, since, until, period):
     rows = (
         Session.objects.filter(**_in_range("", ids, since, until))
         .annotate(
-            first_review=_duration("pull_request__first_review_at", "pull_request__created_at"),
-            merge=_duration("pull_request__merged_at", "pull_request__created_at"),
+            first_review=duration("pull_request__first_review_at", "pull_request__created_at"),
+            merge=duration("pull_request__merged_at", "pull_request__created_at"),
         )
         .values_list("repository_id", "created_at", "start_ms", "first_review", "merge")
         .order_by()
@@ -431,7 +453,7 @@ def _percentiles_python(ids, since, until, period):
     for (repo_id, bucket), samples in groups.items():
         for values in samples.values():
             values.sort()
-        figures = {name: percentile_cont(samples[v], q) for name, (v, q) in _PERCENTILES.items()
+        figures = {name: percentile_cont(samples[v], q) for name, (v, q) in PERCENTILES.items()
                    if samples.get(v)}  # fmt: skip
         yield repo_id, bucket, figures
 

@@ -10,6 +10,7 @@ from django.db.models import F
 from django.utils import timezone
 
 from sessions.models import PullRequest, ReviewEvent
+from sessions.totals import totals_changed
 
 REVIEW_PING_SECONDS = 30  # how often the review panel pings while visible
 REVIEW_PING_CAP = 60  # the most one ping may add
@@ -60,4 +61,5 @@ def review_time_record(
     else:
         # An UPDATE with F(): two pings at once both count, neither overwrites the other.
         ReviewEvent.objects.filter(pk=row.pk).update(seconds=F("seconds") + counted)
+        totals_changed([pull_request.session_id])
     return counted

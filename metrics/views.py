@@ -13,8 +13,8 @@ from django.views.decorators.http import require_POST
 from accounts import access
 from metrics.figures import PERIODS, MetricsReport
 from metrics.presentation import csv_rows, report_display
-from metrics.queries import metrics_report
 from metrics.review_time import REVIEW_PING_SECONDS, review_time_record
+from metrics.rollup_read import current_metrics_report
 from metrics.scope import metrics_repositories, metrics_scope, parse_range
 from sessions.models import PullRequest
 
@@ -42,7 +42,9 @@ def metrics(request: HttpRequest) -> HttpResponse:
     else:
         status = 200
         filters.update(start=start.isoformat(), end=end.isoformat())
-        report = metrics_report(repositories=scope, period=filters["period"], start=start, end=end)
+        report = current_metrics_report(
+            repositories=scope, period=filters["period"], start=start, end=end
+        )
         if request.GET.get("format") == "csv":
             return _metrics_csv(report)
         context.update(report=report, **report_display(report))

@@ -29,6 +29,7 @@ from sessions.events import append_event
 from sessions.models import Event, PullRequest, ReviewEvent, Session, State
 from sessions.screenshots import screenshot_markdown
 from sessions.services import session_transition
+from sessions.totals import totals_changed
 from sessions.workspace_git import GIT
 from snapshots import mirror
 from snapshots.models import Repository
@@ -241,6 +242,7 @@ def publish_turn(session: Session, sandbox: Sandbox, *, fence: int | None = None
             deletions=stats.get("removed", 0),
             changed_files=stats.get("files", 0),
         )
+        totals_changed([session.pk])
     except CodeHostError as exc:
         append_event(session.pk, "error", {"message": str(exc), "phase": "publish"})
         return None
@@ -311,6 +313,7 @@ def record_review(
     PullRequest.objects.filter(pk=pr.pk).update(review_rounds=len(set(reviewed)))
     PullRequest.objects.filter(pk=pr.pk, first_review_at__isnull=True).update(first_review_at=at)
     PullRequest.objects.filter(pk=pr.pk, first_review_at__gt=at).update(first_review_at=at)
+    totals_changed([pr.session_id])
     return True
 
 
@@ -334,6 +337,7 @@ def mark_reverted(pr: PullRequest, *, revert_sha: str, at, branch: str) -> bool:
         reverted_at=at, revert_sha=revert_sha[:64]
     ):
         return False
+    totals_changed([pr.session_id])
     append_event(
         pr.session_id,
         "pull_request_reverted",
@@ -435,6 +439,7 @@ def mark_merged(pr: PullRequest, *, merge_sha: str = "", merged_by=None, at=None
     )
     if not updated:
         return
+    totals_changed([pr.session_id])
     append_event(pr.session_id, "pull_request_merged", {"pull_request": pr.pk, "sha": merge_sha})
     session = Session.objects.get(pk=pr.session_id)
     if session.state == State.PR_OPEN:
@@ -446,6 +451,7 @@ def mark_closed(pr: PullRequest, *, at=None) -> None:
         state=PullRequest.State.CLOSED, closed_at=at or timezone.now()
     ):
         return
+    totals_changed([pr.session_id])
     append_event(pr.session_id, "pull_request_closed", {"pull_request": pr.pk})
     session = Session.objects.get(pk=pr.session_id)
     if session.state == State.PR_OPEN:
@@ -457,6 +463,7 @@ def mark_reopened(pr: PullRequest) -> None:
         state=PullRequest.State.OPEN, closed_at=None
     ):
         return
+    totals_changed([pr.session_id])
     session = Session.objects.get(pk=pr.session_id)
     if session.state == State.CLOSED:
         session_transition(session, State.PR_OPEN, reason=f"{pr.branch} reopened")

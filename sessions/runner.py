@@ -40,6 +40,7 @@ from sessions.lease import DriverLease
 from sessions.models import Event, Prompt, PullRequest, Session, State
 from sessions.pulls import publish_changes
 from sessions.screenshots import capture_turn_screenshots
+from sessions.totals import TOTALS, totals_changed
 from sessions.verification import StopRequested, record_command, verify
 from sessions.workspace_git import commit_turn, diff_against, paths_changed_by
 from snapshots import agent_installs, mirror
@@ -150,6 +151,8 @@ class TurnRunner:
             raise LeaseLost()
         for key, value in fields.items():
             setattr(self.session, key, value)
+        if TOTALS.intersection(fields):
+            totals_changed([self.session.pk])
 
     # -- the turn ---------------------------------------------------------------------------
     def run(self) -> str:

@@ -39,6 +39,7 @@ from sessions import pulls
 from sessions.events import append_event
 from sessions.models import PullRequest, ReviewEvent
 from sessions.services import SessionError, prompt_queue
+from sessions.totals import totals_changed
 
 log = logging.getLogger(__name__)
 
@@ -223,6 +224,7 @@ def on_pull_request(link: GitHubLink, payload: dict) -> str:
             deletions=data.get("deletions", pr.deletions),
             changed_files=data.get("changed_files", pr.changed_files),
         )
+        totals_changed([pr.session_id])
         if not ours:
             append_event(
                 pr.session_id,
