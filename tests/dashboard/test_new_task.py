@@ -49,7 +49,8 @@ def test_a_valid_task_starts_a_session_and_opens_its_page(
     session = Session.objects.get()
     assert response.status_code == 302 and response.url == session.get_absolute_url()
     assert session.prompts.get().author == team.engineer
-    assert len(callbacks) == 2  # viewers are notified and the turn is queued for a worker
+    # Viewers are notified, the turn is queued for a worker, the metrics rollup is refreshed.
+    assert len(callbacks) == 3
 
 
 def test_a_foreign_repository_cannot_be_chosen(client, team):

@@ -114,7 +114,7 @@ def test_a_new_snapshot_replaces_the_pool(settings, ready_repo, inspect_cli):
     settings.POOL_MIN_PER_REPOSITORY = 1
     warm_pool.fill_pools()
     [old] = entries(ready_repo)
-    code, _, err = inspect_cli("snapshot", "refresh", "widgets", "--json")
+    code, _, err = inspect_cli("snapshot", "refresh", "widgets", "--full", "--json")
     assert code == 0, err
     warm_pool.fill_pools()
     [new] = entries(ready_repo)

@@ -44,10 +44,13 @@ SNOOP = (
 )
 
 
+# Committed: a first turn fetches the mirror on a thread of its own (its own connection), which
+# must see the repository's GitHub link to fetch with a token.
+@pytest.mark.django_db(transaction=True)
 def test_no_token_is_visible_inside_the_sandbox(github, create_session):
     code, summary, err = create_session("--prompt", "look around", "--agent-command", SNOOP,
                                         "--inline", "--as", "engineer")  # fmt: skip
-    assert code == 0, err
+    assert code == 0, (err, summary and summary.get("error"))
     pr = PullRequest.objects.get(session_id=summary["id"])
     seen = _git(github.repo(REPO).path, "show", f"{pr.branch}:seen.txt")
     assert "PATH=" in seen and "[core]" in seen  # the agent did read its environment
