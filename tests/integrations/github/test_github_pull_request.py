@@ -22,7 +22,9 @@ def secrets_key(settings):
     return settings.SECRETS_KEY
 
 
-pytestmark = pytest.mark.django_db
+# Committed: a first turn fetches the mirror on a thread of its own (its own connection), which
+# must see the repository's GitHub link to fetch with a token.
+pytestmark = pytest.mark.django_db(transaction=True)
 
 AGENT = 'printf "hello from $INSPECT_AUTHOR\\n" > greeting.txt'
 
