@@ -146,8 +146,11 @@ class Run:
         )  # fmt: skip
 
     def start_worker(self, name: str) -> None:
+        from django.conf import settings  # after django.setup()
+
         node = f"{name}-{os.getpid()}@%h"
         self.spawn(name, ["-m", "celery", "-A", "inspect_web", "worker", "-l", "info",
+                          "-Q", f"celery,{settings.TURN_QUEUE}",
                           "--concurrency", str(self.concurrency), "-n", node])  # fmt: skip
 
     def start_all(self) -> None:

@@ -68,7 +68,7 @@ def test_a_turn_survives_a_postgresql_restart_without_losing_events(ready_repo, 
     worker = subprocess.Popen(
         [sys.executable, "-m", "celery", "-A", "inspect_web", "worker", "-P", "solo",
          "-l", "warning", "--without-mingle", "--without-gossip",
-         "-n", f"pg-restart-{time.monotonic_ns()}@%h"],
+         "-Q", f"celery,{settings.TURN_QUEUE}", "-n", f"pg-restart-{time.monotonic_ns()}@%h"],
         env=env, cwd=settings.BASE_DIR, start_new_session=True,
     )  # fmt: skip
     try:
