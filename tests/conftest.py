@@ -183,7 +183,7 @@ def start_celery(transactional_db):
 
     from inspect_web.celery import app
 
-    app.control.purge()
+    purge_task_queues()
     started = []
 
     def start(kind: str = "worker", **env: str):
@@ -220,6 +220,16 @@ def start_celery(transactional_db):
     yield start
     for process in started:
         _stop_process(process)
+
+
+def purge_task_queues() -> None:
+    """Drop what earlier tests queued and no worker ran: `purge()` empties only the default
+    queue, and a turn left on the turns queue would run again beside this test's own."""
+    from inspect_web.celery import app  # why: after Django's settings are configured
+
+    app.control.purge()
+    with app.connection_for_write() as connection:
+        connection.default_channel.queue_purge(settings.TURN_QUEUE)
 
 
 @pytest.fixture

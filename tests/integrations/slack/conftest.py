@@ -115,8 +115,9 @@ def signed(body: bytes, *, secret: str = SECRET, age: int = 0) -> dict[str, str]
 def slack_worker(transactional_db, fake_slack):
     """A real Celery worker whose Slack Web API is the fake."""
     from inspect_web.celery import app
+    from tests.conftest import purge_task_queues
 
-    app.control.purge()
+    purge_task_queues()
     name = f"slack-{time.monotonic_ns()}"
     process = subprocess.Popen(
         [sys.executable, "-m", "celery", "-A", "inspect_web", "worker", "-P", "solo",
