@@ -141,13 +141,19 @@ def test_a_new_admin_goes_from_log_in_to_a_merged_first_session(
     start_celery("worker", INSPECT_GATEWAY_PORT=gateway.url.rsplit(":", 1)[1])
     contexts = []
     try:
-        _journey(browser, base, acme_github, model_server, contexts)
+        session = _journey(browser, base, acme_github, model_server, contexts)
     finally:
         for context in contexts:
             context.close()
+    # The outcome: the engineer's change, approved by the reviewer, is on `master`.
+    approval = ApprovalRequest.objects.get(session=session)
+    assert approval.decided_by.username == "rita" and approval.requested_by.username == "eve"
+    assert PullRequest.objects.get(session=session).state == "merged"
+    assert _git(acme_github.repo("acme/hello").path, "show", "master:greeting.txt") == "hello"
+    assert acme_github.problems == []
 
 
-def _journey(browser, base, github, model, contexts) -> None:
+def _journey(browser, base, github, model, contexts) -> Session:
     # 1. The admin logs in: the Getting-started checklist, every step to do.
     context, admin = _log_in(browser, base, "ada", PASSWORD)
     contexts.append(context)
@@ -302,15 +308,11 @@ def _journey(browser, base, github, model, contexts) -> None:
     expect(reviewer.locator("#session-state")).to_have_text("merged", timeout=LONG)
     screenshot(reviewer, "first-hour-8-merged")
     assert pull["state"] == "closed" and pull["merged"] is True
-    approval = ApprovalRequest.objects.get(session=session)
-    assert approval.decided_by.username == "rita" and approval.requested_by.username == "eve"
-    assert PullRequest.objects.get(session=session).state == "merged"
-    assert _git(github.repo("acme/hello").path, "show", "master:greeting.txt") == "hello"
 
     # Every step done: the checklist has nothing left to show.
     admin.reload()
     expect(admin.locator("section.checklist")).to_have_count(0)
     assert first_run_steps(get_user_model().objects.get(username="ada")) == []
     screenshot(admin, "first-hour-9-done")
-    assert github.problems == []
     assert errors == []
+    return session
