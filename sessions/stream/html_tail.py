@@ -28,7 +28,7 @@ from channels.db import database_sync_to_async
 
 from sessions import rendering
 from sessions.models import Event
-from sessions.stream.read import FRAME_BYTES, PAGE_SIZE, Frame, events_page
+from sessions.stream.read import PAGE_SIZE, Frame, events_page
 from sessions.stream.tail import TAIL_BYTES, TAIL_EVENTS, SessionTail
 
 HTML_PAGE = 200  # events per HTML frame
@@ -94,6 +94,8 @@ class HtmlTail(SessionTail):
     each read, rendered once for all its HTML viewers in this process. `renders` and
     `rendered_events` count the reads that rendered something and the events rendered."""
 
+    frame_events = HTML_PAGE
+
     def __init__(self, session_id: int, base: int) -> None:
         super().__init__(session_id, base)
         self.batches: list[_Batch] = []
@@ -140,31 +142,17 @@ class HtmlTail(SessionTail):
         self.first += drop
         self.batches = [b for b in self.batches if b.last >= self.first]
 
-    def frame_after(self, after: int) -> Frame | None:
-        """The frame of the events after `after` (at or past the tail's front): their log
-        items, then the newest update of each panel that the batches they came in changed."""
-        start = after + 1 - self.first
-        if start < 0 or start >= len(self.parts):
-            return None
-        end, size = start, 0
-        while end < len(self.parts) and end - start < HTML_PAGE and size < FRAME_BYTES:
-            size += len(self.parts[end])
-            end += 1
-        key = (after + 1, self.first + end - 1)
-        frame = self._frames.get(key)
-        if frame is None:
-            batches = []  # those the frame's events came in, newest first
-            for batch in reversed(self.batches):
-                if batch.last < key[0]:
-                    break
-                if batch.first <= key[1]:
-                    batches.append(batch)
-            panels: dict[str, str] = {}
-            for batch in reversed(batches):
-                panels.update(batch.panels)
-            items = "".join(self.parts[start:end])
-            frame = Frame(rendering.log_append(items) + "".join(panels.values()), *key)
-            self._frames[key] = frame
-            if len(self._frames) > 32:
-                self._frames.popitem(last=False)
-        return frame
+    def _frame(self, start: int, end: int, key: tuple[int, int]) -> Frame:
+        """The log items of parts[start:end], then the newest update of each panel that the
+        batches those events came in changed."""
+        batches = []  # those the frame's events came in, newest first
+        for batch in reversed(self.batches):
+            if batch.last < key[0]:
+                break
+            if batch.first <= key[1]:
+                batches.append(batch)
+        panels: dict[str, str] = {}
+        for batch in reversed(batches):
+            panels.update(batch.panels)
+        items = "".join(self.parts[start:end])
+        return Frame(rendering.log_append(items) + "".join(panels.values()), *key)

@@ -28,6 +28,8 @@ class SessionTail:
     tail's front reads history pages from the table instead.
     """
 
+    frame_events = PAGE_SIZE  # the most events in one frame
+
     def __init__(self, session_id: int, base: int) -> None:
         self.session_id = session_id
         self.first = base + 1  # seq of parts[0]
@@ -78,17 +80,21 @@ class SessionTail:
         if start < 0 or start >= len(self.parts):
             return None
         end, size = start, 0
-        while end < len(self.parts) and end - start < PAGE_SIZE and size < FRAME_BYTES:
+        while end < len(self.parts) and end - start < self.frame_events and size < FRAME_BYTES:
             size += len(self.parts[end])
             end += 1
         key = (after + 1, self.first + end - 1)
         frame = self._frames.get(key)
         if frame is None:
-            frame = events_frame(self.parts[start:end], *key)
+            frame = self._frame(start, end, key)
             self._frames[key] = frame
             if len(self._frames) > 32:
                 self._frames.popitem(last=False)
         return frame
+
+    def _frame(self, start: int, end: int, key: tuple[int, int]) -> Frame:
+        """The frame of parts[start:end], the events key[0]..key[1]."""
+        return events_frame(self.parts[start:end], *key)
 
 
 _tails: weakref.WeakKeyDictionary[
