@@ -21,7 +21,8 @@ from snapshots import mirror
 from snapshots.backends import sandbox_backend
 from snapshots.egress import as_json, egress_in_force
 from snapshots.models import Repository, Snapshot
-from snapshots.recipe import Recipe, RecipeError, parse_recipe
+from snapshots.recipe import RecipeError
+from snapshots.restore import recipe_built_with
 from snapshots.sandbox import Sandbox, SandboxError, SnapshotRef
 
 log = logging.getLogger(__name__)
@@ -56,12 +57,6 @@ def _previous(repository: Repository, branch: str, backend_name: str) -> Snapsho
     )
 
 
-def _recipe(snapshot: Snapshot) -> Recipe:
-    if not snapshot.recipe_toml.strip():
-        return Recipe()
-    return parse_recipe(snapshot.recipe_toml, where=snapshot.recipe_source or "recipe")
-
-
 def unchanged(repository: Repository, branch: str, backend_name: str) -> Snapshot | None:
     """The branch's newest ready snapshot, marked as checked now, when neither the branch
     head (fetched first), the recipe nor the egress in force has moved since it was built;
@@ -73,7 +68,7 @@ def unchanged(repository: Repository, branch: str, backend_name: str) -> Snapsho
         mirror_dir = mirror.update_mirror(repository.name, repository.url)
         if mirror.head_commit(mirror_dir, branch) != previous.commit:
             return None
-        recipe = _recipe(previous)
+        recipe = recipe_built_with(previous)
     except (mirror.MirrorError, RecipeError):
         return None
     override = repository.recipe_override

@@ -53,14 +53,17 @@ def newest_ready(repository: Repository, branch: str | None = None) -> Snapshot:
     return snapshot
 
 
+def recipe_built_with(snapshot: Snapshot) -> Recipe:
+    """The recipe `snapshot` was built with, as it was (the default when it had none)."""
+    if not snapshot.recipe_toml.strip():
+        return Recipe()
+    return parse_recipe(snapshot.recipe_toml, where=snapshot.recipe_source or "recipe")
+
+
 def recipe_of(snapshot: Snapshot) -> Recipe:
     """The recipe `snapshot` was built with, its egress replaced by the egress in force (what
     every sandbox of the repository gets: restore, preview, screenshots, verify)."""
-    recipe = (
-        parse_recipe(snapshot.recipe_toml, where=snapshot.recipe_source or "recipe")
-        if snapshot.recipe_toml.strip()
-        else Recipe()
-    )
+    recipe = recipe_built_with(snapshot)
     return replace(recipe, egress=egress_in_force(snapshot.repository, recipe.egress))
 
 
