@@ -16,10 +16,9 @@ import threading
 import time
 
 from django.conf import settings
-from django.db import connection, transaction
+from django.db import connection
 from django.utils import timezone
 
-from accounts.identity import verified_email
 from sessions import (
     conversations,
     database_outage,
@@ -31,18 +30,18 @@ from sessions import (
 )
 from sessions.agents import AgentError, get_runtime, honours_sync, validate_agent
 from sessions.agents.approvals import SessionApprovals, agent_env
-from sessions.agents.base import EVENT_KIND, Author, Turn
+from sessions.agents.base import EVENT_KIND, Turn
 from sessions.agents.providers import turn_limits
 from sessions.children import SessionChildren
 from sessions.drift import DriftSync, MirrorFetch
-from sessions.events import EventWriter, append_event, append_events, diff_attribution
+from sessions.events import EventWriter, append_event
 from sessions.lease import DriverLease
-from sessions.models import Event, Prompt, PullRequest, Session, State
+from sessions.models import Prompt, PullRequest, Session, State
 from sessions.pulls import publish_changes
 from sessions.screenshots import capture_turn_screenshots
 from sessions.totals import TOTALS, totals_changed
+from sessions.turn_changes import commit_author, record_turn_diff, report_egress_refusals
 from sessions.verification import StopRequested, record_command, verify
-from sessions.workspace_git import commit_turn, diff_against, paths_changed_by
 from snapshots import agent_installs, mirror
 from snapshots.backends import sandbox_backend
 from snapshots.prewarm import claim_prewarmed
@@ -104,13 +103,6 @@ def _claim_next_prompt(session: Session) -> Prompt | None:
             prompt.state, prompt.started_at = Prompt.State.RUNNING, now
             return prompt
     return None
-
-
-def _author(user) -> Author:
-    name = user.get_full_name() or user.get_username()
-    # An address the user only typed in could be anyone's: unverified, it authors nothing.
-    email = verified_email(user) or f"{user.get_username()}@users.inspect-web.invalid"
-    return Author(username=user.get_username(), name=name, email=email)
 
 
 class TurnRunner:
@@ -201,7 +193,7 @@ class TurnRunner:
             if not stopped:
                 self._verify(sandbox)
                 capture_turn_screenshots(self.session, sandbox, self.prompt)
-            self._report_egress_refusals(sandbox)
+            report_egress_refusals(self.session, sandbox, self.prompt.order)
             self._snapshot(sandbox)
             self.timings["turn_ms"] = round((time.monotonic() - self.started) * 1000, 2)
             self._save(
@@ -285,7 +277,7 @@ class TurnRunner:
         message (already in the log as its error event). A new prompt retries."""
         message = self.agent_failed
         self._capture_diff(sandbox)
-        self._report_egress_refusals(sandbox)
+        report_egress_refusals(self.session, sandbox, self.prompt.order)
         self._snapshot(sandbox)
         self.timings["turn_ms"] = round((time.monotonic() - self.started) * 1000, 2)
         self._save(
@@ -441,7 +433,7 @@ class TurnRunner:
         turn = Turn(
             sandbox=sandbox,
             prompt=prompt.text,
-            author=_author(prompt.author),
+            author=commit_author(prompt.author),
             instructions=_instructions(sandbox),
             limits=turn_limits(),
             children=children,
@@ -535,59 +527,10 @@ class TurnRunner:
         record_command(self.session.pk, self.prompt.order, phase, command, result)
 
     def _capture_diff(self, sandbox: Sandbox) -> None:
-        prompt = self.prompt
-        commit = commit_turn(
-            sandbox, author=_author(prompt.author), message=prompt.text.splitlines()[0][:72]
-        )
+        commit, stats = record_turn_diff(self.session, self.prompt, sandbox, self._save)
         if commit:
-            Prompt.objects.filter(pk=prompt.pk).update(commit=commit)
             self.commit = commit
-        files = diff_against(sandbox, self.session.base_commit)
-        # A file this turn did not touch keeps its author (e.g. an earlier hand edit's typist).
-        touched = paths_changed_by(sandbox, commit) if commit else set()
-        earlier = diff_attribution(self.session.pk)
-        mine = {"author": prompt.author.get_username()}
-        with transaction.atomic():
-            events = [
-                (
-                    "diff",
-                    {
-                        "path": f.path,
-                        "added": f.added,
-                        "removed": f.removed,
-                        "binary": f.binary,
-                        "patch": f.patch,
-                        "turn": prompt.order,
-                        "commit": commit,
-                        **(earlier.get(f.path, mine) if f.path not in touched else mine),
-                    },
-                )
-                for f in files
-            ]
-            append_events(self.session.pk, events)
-            stats = {
-                "files": len(files),
-                "added": sum(f.added for f in files),
-                "removed": sum(f.removed for f in files),
-                "paths": [f.path for f in files],
-            }
-            self._save(diff_stats=stats)
         self.changes = {**stats, "paths": stats["paths"][:200]}
-
-    def _report_egress_refusals(self, sandbox: Sandbox) -> None:
-        """One ``egress_refused`` event per refusal of the sandbox's egress since the last."""
-        reported = Event.objects.filter(
-            session=self.session, kind="egress_refused", payload__sandbox=sandbox.id
-        ).count()
-        refusals = sandbox.egress_refusals(after=reported)
-        if refusals:
-            append_events(
-                self.session.pk,
-                [
-                    ("egress_refused", {**r, "sandbox": sandbox.id, "turn": self.prompt.order})
-                    for r in refusals
-                ],
-            )
 
     def _verify(self, sandbox: Sandbox) -> None:
         recipe = recipe_of(self.session.snapshot) if self.session.snapshot else None

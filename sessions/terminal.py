@@ -34,7 +34,7 @@ from sessions.events import append_events, diff_attribution
 from sessions.lease import DriverLease
 from sessions.models import Session
 from sessions.pulls import publish_changes
-from sessions.runner import _author
+from sessions.turn_changes import commit_author
 from sessions.workspace_git import commit_turn, diff_against, paths_changed_by
 from snapshots.backends import sandbox_backend
 from snapshots.restore import NoSnapshot, restore_sandbox
@@ -75,7 +75,7 @@ def record_hand_edits(session_id: int, typists: list) -> dict:
     try:
         session = Session.objects.select_related("repository").get(pk=session_id)
         sandbox = _attach(session)
-        first, others = _author(typists[0]), [_author(u) for u in typists[1:]]
+        first, others = commit_author(typists[0]), [commit_author(u) for u in typists[1:]]
         names = ", ".join(u.get_username() for u in typists)
         commit = commit_turn(
             sandbox,

@@ -170,7 +170,7 @@ def test_a_change_made_after_the_pr_was_closed_elsewhere_is_reported_not_lost(
     publishing, create_session, team
 ):
     from sessions.pulls import mark_closed, publish_turn
-    from sessions.runner import _author
+    from sessions.turn_changes import commit_author
     from sessions.workspace_git import commit_turn
     from snapshots.backends import sandbox_backend
 
@@ -185,7 +185,7 @@ def test_a_change_made_after_the_pr_was_closed_elsewhere_is_reported_not_lost(
     assert publish_turn(session, sandbox).state == "closed"
     assert not Event.objects.filter(session=session, kind="error").exists()  # nothing new yet
     sandbox.write_file("/workspace/more.txt", b"more\n")
-    commit_turn(sandbox, author=_author(team.engineer), message="more")
+    commit_turn(sandbox, author=commit_author(team.engineer), message="more")
 
     assert publish_turn(session, sandbox).state == "closed"
     error = Event.objects.get(session=session, kind="error").payload
