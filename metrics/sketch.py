@@ -23,7 +23,7 @@ import math
 import sys
 from array import array
 from bisect import bisect_right
-from collections import Counter, defaultdict
+from collections import Counter
 from collections.abc import Callable, Hashable, Iterable
 from itertools import accumulate
 
@@ -161,34 +161,45 @@ class Merged:
         return [_interpolate(at_rank, self.count, q) for q in fractions]
 
 
-def merge_by(entries: list[tuple[Iterable[Hashable], Stored]]) -> dict[Hashable, Merged]:
-    """Merge stored sketches by group: each entry's sketch goes to each of its groups.
+class GroupedMerge:
+    """Stored sketches added up per group as they are read: each decoded and shifted once, to
+    `base` (the lowest first lane of all that will be added), and added to each of its groups;
+    no object per sketch (a 180-day range per day reads about 10,000 of them).
 
-    Each sketch is shifted once, to the lowest lane of them all, and each group's counts are
-    one sum() of those integers, so a group costs a C-level loop, not a Python one."""
-    if not entries:
-        return {}
-    base = min(one.first for _, one in entries)
-    parts: dict[Hashable, list[Stored]] = defaultdict(list)
-    shifted: dict[int, int] = {}
-    for groups, one in entries:
-        shifted[id(one)] = one.lanes << (_BITS * (one.first - base))
+    A group's merge stays exact while every sketch added to it kept its values and it holds at
+    most MERGED_EXACT_MAX values, as Merged.add."""
+
+    def __init__(self, base: int) -> None:
+        self.base = base
+        self._groups: dict[Hashable, list] = {}  # group: [lanes, count, exact values or None]
+
+    def add(
+        self, groups: Iterable[Hashable], first: int, counts_bytes, count: int, exact_bytes
+    ) -> None:
+        """Add one stored sketch (first lane, counts, count > 0, its values or b"")."""
+        lanes = int.from_bytes(counts_bytes, "little") << (_BITS * (first - self.base))
         for group in groups:
-            parts[group].append(one)
-    out = {}
-    for group, members in parts.items():
-        merged = Merged()
-        merged.base = base
-        merged.count = sum(one.count for one in members)
-        if merged.count >= 2**_BITS:
-            raise OverflowError("a sketch merges fewer than 2**32 values")
-        merged.lanes = sum(shifted[id(one)] for one in members)
-        if merged.count <= MERGED_EXACT_MAX and all(one.exact_bytes for one in members):
-            merged.exact = array("d", [v for one in members for v in one.exact])
-        else:
-            merged.exact = None
-        out[group] = merged
-    return out
+            state = self._groups.get(group)
+            if state is None:
+                state = self._groups[group] = [0, 0, array("d")]
+            state[0] += lanes
+            state[1] += count
+            if state[2] is not None:
+                if exact_bytes and state[1] <= MERGED_EXACT_MAX:
+                    state[2].frombytes(exact_bytes)
+                else:
+                    state[2] = None
+
+    def merged(self) -> dict[Hashable, Merged]:
+        out = {}
+        for group, (lanes, count, exact) in self._groups.items():
+            if count >= 2**_BITS:
+                raise OverflowError("a sketch merges fewer than 2**32 values")
+            if exact is not None and not _LITTLE:
+                exact.byteswap()
+            merged = out[group] = Merged()
+            merged.base, merged.lanes, merged.count, merged.exact = self.base, lanes, count, exact
+        return out
 
 
 def _interpolate(at_rank: Callable[[int], float], count: int, q: float) -> float:

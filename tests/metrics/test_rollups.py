@@ -218,6 +218,39 @@ def test_a_sketch_is_within_its_accuracy_and_merges_like_the_union():
     assert sketch.Merged().percentiles([0.5]) == [None]
 
 
+def test_a_grouped_merge_gives_what_merging_each_group_on_its_own_gives():
+    # The page adds each stored sketch to its period's and its repository's merge as it reads
+    # the rows (GroupedMerge); each group must read as Merged.add of its own sketches, exact
+    # while every one kept its values and the group holds at most MERGED_EXACT_MAX of them.
+    rng = random.Random(9)
+    sizes = {"kept": [3, 40, 64], "one not kept": [64, 65], "big": [500, 2, 900],
+             "too many kept": [60] * 70}  # fmt: skip
+    parts = [
+        (group, [rng.lognormvariate(math.log(650), 0.8) for _ in range(n)])
+        for group, ns in sizes.items()
+        for n in ns
+    ]
+    encoded = [(group, sketch.encode(values), values) for group, values in parts]
+    grouped = sketch.GroupedMerge(min(first for _, (first, _), _ in encoded))
+    alone: dict[str, sketch.Merged] = {}
+    for group, (first, counts), values in encoded:
+        exact = sketch.encode_exact(values)
+        grouped.add((group, "all"), first, counts, len(values), exact)
+        for key in (group, "all"):
+            alone.setdefault(key, sketch.Merged()).add(
+                sketch.Stored(first, counts, len(values), exact)
+            )
+    merged = grouped.merged()
+    assert merged.keys() == alone.keys()
+    for key, want in alone.items():
+        got, fractions = merged[key], [0.01, 0.5, 0.95, 0.999]
+        assert got.count == want.count, key
+        assert (got.exact is None) == (want.exact is None), key
+        assert got.percentiles(fractions) == want.percentiles(fractions), key
+    assert merged["kept"].exact is not None and merged["one not kept"].exact is None
+    assert merged["too many kept"].exact is None and merged["all"].exact is None
+
+
 def test_the_seed_computes_its_rollups_and_the_command_rebuilds_them(inspect_cli):
     code, _, err = inspect_cli(
         "metrics", "seed", "--sessions", "300", "--events", "900", "--prs", "120",
