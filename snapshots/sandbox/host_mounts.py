@@ -37,18 +37,19 @@ def wait_for_init(state: dict[str, Any], timeout: float = 10.0) -> None:
     path, dirfd = protocol.unix_path(Path(state["ctl"]))
     try:
         sock = protocol.connect(path, timeout=timeout)
-    finally:
-        if dirfd is not None:
-            os.close(dirfd)
-    try:
-        protocol.send_json(sock, {"op": "ping"})
-        if not protocol.recv_json(sock).get("ok"):
-            raise SandboxError(f"sandbox {state['id']}: its command server did not start")
+        try:
+            protocol.send_json(sock, {"op": "ping"})
+            reply = protocol.recv_json(sock)
+        finally:
+            sock.close()
     except OSError as exc:
         msg = f"sandbox {state['id']}: its command server did not start: {exc}"
         raise SandboxError(msg) from None
     finally:
-        sock.close()
+        if dirfd is not None:
+            os.close(dirfd)
+    if not reply.get("ok"):
+        raise SandboxError(f"sandbox {state['id']}: its command server did not start")
 
 
 def leave_host_table(state: dict[str, Any]) -> None:
