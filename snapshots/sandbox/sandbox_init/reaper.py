@@ -127,12 +127,12 @@ def reaped(pid, flags):
 
 
 def close_all_but(keep):
-    """Close every fd above stdio except ``keep`` (a forked reaper's own)."""
-    low = 3
-    for fd in sorted(set(keep)):
-        if fd >= low:
-            os.closerange(low, fd)
-            low = fd + 1
+    """Close every fd but ``keep`` (a forked reaper's own) and the init's log (1 and 2): the
+    init closed its stdin, so fd 0 is one of its sockets by now."""
+    low = 0
+    for fd in sorted({*keep, 1, 2}):
+        os.closerange(low, fd)
+        low = fd + 1
     os.closerange(low, os.sysconf("SC_OPEN_MAX"))
 
 
