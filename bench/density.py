@@ -11,8 +11,8 @@ of a 500-file tree, each sandbox left idle after its first command (`true`). Run
 Measured, per idle sandbox:
 - cgroup: the sandbox's memory cgroup `memory.usage_in_bytes` (its processes' anonymous memory
   and the page cache they brought in, plus kernel memory where kmem accounting is on);
-- PSS: the proportional set size of every process of the sandbox (bubblewrap, the init, its
-  launcher), shared pages divided among their sharers;
+- PSS: the proportional set size of every process of the sandbox (bubblewrap's two, the init),
+  shared pages divided among their sharers;
 - host: the drop of `MemAvailable` over the whole run divided by the sandboxes (everything,
   kernel included: mounts, loop devices, namespaces, page tables). On a machine where other
   work runs it moves with that work too; the load average is printed.

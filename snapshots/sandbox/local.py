@@ -55,6 +55,7 @@ from snapshots.sandbox.gateway_door import (
     gateway_door_doctor,
     open_gateway_door,
 )
+from snapshots.sandbox.host_mounts import disk_on_host, leave_host_table
 from snapshots.sandbox.launch import SANDBOX_PYTHON, proc_starttime, proc_state, write_etc
 from snapshots.sandbox.local_sandbox import LocalSandbox
 from snapshots.sandbox.overlay import (
@@ -217,7 +218,7 @@ class LocalBackend(SandboxBackend):
             # gVisor caches file data and metadata in its sentry and writes back lazily:
             # flush before reading the upper dir from the host.
             sb.run(["/bin/sync"], timeout=60)
-        with self.store.writing():
+        with self.store.writing(), disk_on_host(st):
             frozen = sb._cg.freeze()  # a consistent point in time
             try:
                 if st["mode"] == "overlay":
@@ -340,6 +341,8 @@ class LocalBackend(SandboxBackend):
         try:
             self._prepare_workspace(sdir, layers, state, limits)
             self._spawn(sdir, state, network, dict(env or {}), limits)
+            if self.runtime == "bwrap":  # gVisor's gofer works on the host's mounts
+                leave_host_table(state)
         except BaseException:
             self.destroy(sandbox_id)
             raise
@@ -371,6 +374,7 @@ class LocalBackend(SandboxBackend):
                 templates=self.root / "disk-templates",
             )
             state["disk"] = str(disk.root)
+            state["disk_device"] = disk.device
             state["private_dirs"] = {
                 inside: str(disk.root / name) for name, inside in quota.PRIVATE_DIRS.items()
             }

@@ -18,7 +18,7 @@ from collections.abc import Iterator, Mapping, Sequence
 from pathlib import Path
 from typing import Any, Protocol
 
-from snapshots.sandbox import protocol, quota
+from snapshots.sandbox import host_mounts, protocol, quota
 from snapshots.sandbox.base import (
     WORKSPACE,
     Command,
@@ -225,8 +225,8 @@ class LocalSandbox(Sandbox):
         return self._cg.counters()
 
     def _disk_full(self) -> bool:
-        disk = self.state.get("disk")
-        return bool(disk) and quota.is_full(Path(disk), self.state["limits"]["disk_bytes"])
+        disk = host_mounts.disk_stat_path(self.state)
+        return disk is not None and quota.is_full(disk, self.state["limits"]["disk_bytes"])
 
     def _connect(self) -> socket.socket:
         path, dirfd = protocol.unix_path(Path(self.state.get("ctl") or self.dir / "ctl.sock"))

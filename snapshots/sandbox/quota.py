@@ -202,6 +202,7 @@ class SandboxDisk:
 
     root: Path
     size_bytes: int
+    device: str  # the loop device, which detaches itself when the last mount of it goes
 
     @classmethod
     def create(
@@ -217,10 +218,7 @@ class SandboxDisk:
         root.mkdir(mode=0o700, exist_ok=True)
         device, loop = _attach_loop(image)
         try:
-            flags = MS_NOSUID | MS_NODEV
-            if _libc.mount(device.encode(), str(root).encode(), b"ext4", flags, b"noinit_itable"):
-                err = ctypes.get_errno()
-                raise SandboxError(f"cannot mount the sandbox's disk on {root}: {os.strerror(err)}")
+            mount_disk(device, root)
         finally:
             os.close(loop)  # the mount now holds the device
         # Root-owned, traversable by the sandbox user (bwrap binds the private dirs as that
@@ -232,7 +230,7 @@ class SandboxDisk:
         for name in (UPPER, *PRIVATE_DIRS):
             os.chown(root / name, uid, gid)
             (root / name).chmod(0o755)
-        return cls(root, size_bytes)
+        return cls(root, size_bytes, device)
 
     @staticmethod
     def release(image: Path, root: Path) -> None:
@@ -242,6 +240,14 @@ class SandboxDisk:
             root.rmdir()
         with contextlib.suppress(FileNotFoundError):
             image.unlink()
+
+
+def mount_disk(device: str, root: Path) -> None:
+    """Mount a sandbox's disk filesystem (again, for a snapshot: ``host_mounts``) on ``root``."""
+    flags = MS_NOSUID | MS_NODEV
+    if _libc.mount(device.encode(), str(root).encode(), b"ext4", flags, b"noinit_itable"):
+        err = ctypes.get_errno()
+        raise SandboxError(f"cannot mount the sandbox's disk on {root}: {os.strerror(err)}")
 
 
 def is_full(root: Path, size_bytes: int) -> bool:

@@ -7,11 +7,13 @@ python3 with ctypes, run inside a real sandbox, on bubblewrap and on gVisor.
 
 from __future__ import annotations
 
+import contextlib
 import os
 import shutil
 import time
 from collections.abc import Iterator
 
+import psutil
 import pytest
 
 from snapshots.sandbox.base import Limits, NetworkPolicy, Sandbox, SandboxError
@@ -142,6 +144,34 @@ def test_a_service_keeps_its_secret_to_itself(sandbox, backend):
     assert "sleep 300" in running.stdout  # a service keeps running
     scan = python(sandbox, SCAN)
     assert scan.stdout.startswith("CLEAN"), scan.stdout
+
+
+def fd_links(pid: int) -> set[str]:
+    """The sockets and pipes a host process holds (what ``ls -l /proc/<pid>/fd`` names)."""
+    links = set()
+    for fd in os.listdir(f"/proc/{pid}/fd"):
+        with contextlib.suppress(OSError):
+            link = os.readlink(f"/proc/{pid}/fd/{fd}")
+            if link.startswith(("socket:", "pipe:")):
+                links.add(link)
+    return links
+
+
+def test_a_services_reaper_holds_nothing_of_the_command_server(sandbox, backend):
+    # Reapers are forked from a thread of the command server (to be outside its Landlock
+    # domain): one keeping the server's listening socket or other commands' pipes would keep
+    # the sandbox answering after its server died, and other commands' output open.
+    if backend.runtime == "runsc":
+        pytest.skip("under gVisor the sandbox's processes are not host processes")
+    r = sandbox.run("sleep 300 & echo started", secrets={"K": SECRET}, service=True)
+    assert r.stdout.strip() == "started"
+    init = next(
+        p for p in psutil.Process(sandbox.state["init_pid"]).children() if "python3" in p.name()
+    )
+    reapers = [p for p in init.children() if p.cmdline() == init.cmdline()]
+    assert len(reapers) == 1, reapers  # the service's, which stays as its daemons' reaper
+    shared = fd_links(reapers[0].pid) & fd_links(init.pid)
+    assert not shared, shared
 
 
 def test_a_service_with_secrets_is_refused_on_gvisor(sandbox, backend):

@@ -1,7 +1,7 @@
 """Contained commands (those given secrets, and services): each is started by a reaper of its own,
-forked from a launcher the init forks before anything else, so the command gets a Landlock
-domain of its own, and when it returns the reaper ends every process it left (unless it is a
-``service``).
+forked from the init's launcher thread, which is outside the init's Landlock domain, so the
+command gets a Landlock domain of its own, and when it returns the reaper ends every process it
+left (unless it is a ``service``).
 """
 
 import contextlib
@@ -78,35 +78,30 @@ class Contained:
 
 
 def start_launcher():
-    """Fork the launcher while the init is still single-threaded and outside any Landlock
-    domain: reapers forked from it give each contained command a domain of its own, which
-    the commands the init starts itself (all in the init's domain) cannot reach."""
+    """Start the launcher while the init is still outside any Landlock domain: a thread of the
+    init, which keeps no domain when the init then enters its own (a domain is per thread), so
+    reapers forked from it give each contained command a domain of its own, which the commands
+    the init starts itself (all in the init's domain) cannot reach. A thread, not a forked
+    process: an idle sandbox then holds one Python process, not two (bench/density.py)."""
     global LAUNCHER
     ours, theirs = socket.socketpair(socket.AF_UNIX, socket.SOCK_SEQPACKET)
-    if os.fork() == 0:
-        ours.close()
-        try:
-            launcher_loop(theirs)
-        finally:
-            os._exit(0)
-    theirs.close()
+    threading.Thread(target=launcher_loop, args=(theirs,), name="launcher", daemon=True).start()
     LAUNCHER = ours
 
 
 def launcher_loop(sock):
-    os.closerange(3, sock.fileno())  # the listening socket above all
-    os.closerange(sock.fileno() + 1, 1024)
-    signal.signal(signal.SIGCHLD, signal.SIG_IGN)  # reapers are reaped by the kernel
+    unreaped = []  # reapers no waiter thread could be started for (at the process limit)
     while True:
         msg, fds, _, _ = socket.recv_fds(sock, 16, 8)
         if not msg:
             return
+        unreaped = [pid for pid in unreaped if not reaped(pid, os.WNOHANG)]
         try:
-            pid = os.fork()
+            pid = os.fork()  # from this thread: the child is outside the init's domain too
         except OSError:
             pid = None
         if pid == 0:
-            sock.close()
+            close_all_but(fds)  # nothing of the init's (its sockets, other commands' pipes)
             try:
                 run_reaper(fds)
             finally:
@@ -114,13 +109,35 @@ def launcher_loop(sock):
         if pid is None:
             with contextlib.suppress(OSError):
                 os.write(fds[-1], jdump({"errno": "EAGAIN", "message": "no slots"}) + b"\n")
+        else:
+            try:
+                threading.Thread(target=reaped, args=(pid, 0), daemon=True).start()
+            except RuntimeError:
+                unreaped.append(pid)
         for fd in fds:
             os.close(fd)
 
 
+def reaped(pid, flags):
+    """Reap one reaper (only its own pid: the init's other children are waited for by theirs)."""
+    try:
+        return os.waitpid(pid, flags)[0] == pid
+    except ChildProcessError:
+        return True
+
+
+def close_all_but(keep):
+    """Close every fd but ``keep`` (a forked reaper's own) and the init's log (1 and 2): the
+    init closed its stdin, so fd 0 is one of its sockets by now."""
+    low = 0
+    for fd in sorted({*keep, 1, 2}):
+        os.closerange(low, fd)
+        low = fd + 1
+    os.closerange(low, os.sysconf("SC_OPEN_MAX"))
+
+
 def run_reaper(fds):
     """Start one contained command and end everything it leaves when it returns."""
-    signal.signal(signal.SIGCHLD, signal.SIG_DFL)
     *stdio, ctl_fd = fds
     ctl = socket.socket(fileno=ctl_fd)
     with ctl.makefile("rb") as lines:

@@ -102,8 +102,10 @@ def main():
         os.chmod(tmp, 0o600)  # the host (root) connects; the workload may not
         lsock.listen(128)
         os.rename(tmp, path)
-    start_launcher()
-    enter_own_domain()  # every command started from here on shares this domain
+    start_launcher()  # its thread stays outside the domain below (a domain is per thread)
+    # This thread, every thread it starts from here on and every command they start share
+    # this domain.
+    enter_own_domain()
     open_doors(CONFIG)
     lifetime = CONFIG.get("lifetime_seconds")
     if lifetime:
