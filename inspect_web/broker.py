@@ -4,10 +4,11 @@ When Redis goes away while a worker's event loop waits on a BRPOP, the loss is o
 another socket of the same connection first (the remote-control fanout's subscription). Celery
 then closes the connection: kombu's `Channel.close` first reads the pending BRPOP reply, which
 raises a connection error on the dead socket, and the close stops there, leaving the channel
-half-closed. Celery's `Connection.collect()` swallows that error and detaches the transport from
-the connection (`transport.client = None`); the `close()` that follows closes the channel again,
-now reaches "restore the unacknowledged deliveries" (every turn in flight: tasks are acknowledged
-late) and builds a Redis pool from `transport.client.hostname`: "Unrecoverable error:
+half-closed. kombu's `Connection.collect()`, which Celery's consumer calls first, swallows that
+error and detaches the transport (`transport.client = None`); the `close()` Celery calls next
+closes the channel again, now reaches "restore the unacknowledged deliveries" (every turn in
+flight: tasks are acknowledged late) and builds a Redis pool from `transport.client.hostname`:
+"Unrecoverable error:
 AttributeError: 'NoneType' object has no attribute 'hostname'", and the worker exits (kombu and
 celery 5.7.0, redis-py 6.4, TCP and unix socket alike).
 
@@ -15,7 +16,7 @@ Here a connection error while reading that pending reply ends the read (the repl
 the socket; a message BRPOP popped but never delivered is lost as it is on any broker crash),
 and the close goes on with the connection still attached: the unacknowledged deliveries are
 restored when Redis is reachable, or left to Redis's visibility timeout otherwise (the session
-lock makes a second delivery of a turn harmless). The worker then reconnects as usual.
+lease makes a second delivery of a turn harmless). The worker then reconnects as usual.
 
 `use_for_redis_urls()` makes kombu resolve `redis://`, `rediss://` and `redis+socket://` broker
 URLs to this transport (kombu's documented alias table, so the broker URL keeps its form); the
