@@ -4,7 +4,9 @@ restarts while a worker runs a turn: the worker stays up, reconnects and runs th
 The workers run as `make run` starts them (inspect_web/supervisor.py): the general worker's
 prefork pool and the turns worker's threads, each with a turn in flight (acknowledged late) when
 Redis dies, so the consumer's connection is lost while its BRPOP is pending and a delivery is
-unacknowledged."""
+unacknowledged. The Redis comes back empty, as a crashed one without persistence: the turn's
+driver lease and its fencing counter are gone, beat requeues the turn and a new driver, with a
+newer token than the old one, resumes it (sessions/lease.py)."""
 
 import subprocess
 import sys
@@ -78,6 +80,13 @@ def test_a_worker_survives_a_broker_restart_mid_turn_and_runs_the_next_turn(
         env=env, cwd=settings.BASE_DIR, start_new_session=True, stdout=log,
         stderr=subprocess.STDOUT,
     )  # fmt: skip
+    # Beat requeues a turn whose driver lease was lost with Redis's memory (sessions/lease.py).
+    beat = subprocess.Popen(
+        [sys.executable, "-m", "celery", "-A", "inspect_web", "beat", "-l", "warning",
+         "-S", "django_celery_beat.schedulers:DatabaseScheduler"],
+        env=env, cwd=settings.BASE_DIR, start_new_session=True, stdout=log,
+        stderr=subprocess.STDOUT,
+    )  # fmt: skip
     try:
         session_id = int(in_child(CREATE, AGENT, env=env).strip().splitlines()[-1])
 
@@ -88,12 +97,12 @@ def test_a_worker_survives_a_broker_restart_mid_turn_and_runs_the_next_turn(
         broker.kill()
         time.sleep(2)
         broker.start()
-        wait_for(lambda: printed(LINES), 60, "the turn to go on printing", worker)
+        wait_for(lambda: printed(LINES), 120, "the turn to go on printing", worker)
 
         def prompts_done() -> int:
             return Prompt.objects.filter(session_id=session_id, state="done").count()
 
-        wait_for(lambda: prompts_done() == 1, 60, "the first turn to end", worker)
+        wait_for(lambda: prompts_done() == 1, 120, "the first turn to end", worker)
         in_child(FOLLOW_UP, str(session_id), env=env)
         wait_for(lambda: prompts_done() == 2, 90, "the worker to run the next turn", worker)
         assert Session.objects.get(pk=session_id).state == "idle"
@@ -106,6 +115,7 @@ def test_a_worker_survives_a_broker_restart_mid_turn_and_runs_the_next_turn(
         assert worker.poll() is None, "the worker exited"
     finally:
         _stop_process(worker)
+        _stop_process(beat)
         log.close()
         broker.kill()
         text = (tmp_path / "worker.log").read_text(errors="replace")
