@@ -8,7 +8,8 @@ each child's output is in the data dir's log/ (inspect_web.console). Ctrl-C (or 
 stops every child, then the local sandboxes the workers left running (their processes and
 overlay mounts: a sandbox is not a child of its worker, so it would outlive it); each session
 resumes from its own snapshot on its next turn. The children also die with the supervisor if it
-is killed outright (PR_SET_PDEATHSIG), so nothing is left orphaned.
+is killed outright (PR_SET_PDEATHSIG), so nothing is left orphaned. The embedded Redis is
+started again if it dies (daphne and the workers reconnect); any other child stopping stops all.
 """
 
 from __future__ import annotations
@@ -246,12 +247,18 @@ def run() -> int:
             f"everything else is in {logs}/",
             flush=True,
         )
+        redis_restarts: list[float] = []
         while not stopping:
-            for name, child in children.items():
-                if child.poll() is not None:
-                    raise StartupError(
-                        f"{name} stopped unexpectedly with status {child.returncode}"
-                    )
+            for name, child in list(children.items()):
+                if child.poll() is None:
+                    continue
+                if name == "redis":  # the workers and daphne reconnect; only Redis restarts
+                    children.pop("redis")
+                    restarted = _restart_embedded_redis(child.returncode, redis_restarts)
+                    if restarted is not None:
+                        children["redis"] = restarted
+                    continue
+                raise StartupError(f"{name} stopped unexpectedly with status {child.returncode}")
             time.sleep(0.5)
         print("Stopping…", flush=True)
         return 0
@@ -275,6 +282,33 @@ def run() -> int:
                     print(f"Stopped {len(stopped)} sandbox(es).", flush=True)
         if redis_child is not None:
             _stop({"redis": redis_child})
+
+
+REDIS_RESTARTS_PER_MINUTE = 5
+
+
+def _restart_embedded_redis(status: int | None, restarts: list[float]) -> subprocess.Popen | None:
+    """Start the embedded Redis again after it died (its child, or None if another server now
+    answers on its socket); a Redis that keeps dying stops the system instead."""
+    now = time.monotonic()
+    restarts[:] = [at for at in restarts if now - at < 60] + [now]
+    if len(restarts) > REDIS_RESTARTS_PER_MINUTE:
+        raise StartupError(
+            f"redis stopped {len(restarts)} times within a minute (last status {status}); "
+            f"see {settings.EMBEDDED_REDIS_DIR / 'redis.log'}"
+        )
+    print(f"redis:   stopped with status {status}; restarting it", flush=True)
+    try:
+        embedded = ensure_embedded_redis(
+            settings.EMBEDDED_REDIS_DIR,
+            detach=False,
+            start_new_session=True,
+            preexec_fn=_die_with_parent,
+        )
+    except EmbeddedRedisError as exc:
+        raise StartupError(f"REDIS_URL (embedded): {exc}") from None
+    print(f"redis:   restarted (pid {embedded.pid})", flush=True)
+    return embedded.process
 
 
 def _drain_pools() -> None:

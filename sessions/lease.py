@@ -2,7 +2,8 @@
 
 The token comes from a per-session counter, so a newer driver always holds a larger one; the
 session row records the largest seen (`driver_fence`) and the driver's writes are filtered on
-it, so a driver that lost its lease (paused, partitioned) cannot overwrite its successor.
+it, so a driver that lost its lease (paused, partitioned) cannot overwrite its successor. The
+counter never goes back below the session's record, also when Redis restarts empty.
 """
 
 from __future__ import annotations
@@ -53,7 +54,14 @@ class DriverLease:
 
     def acquire(self) -> bool:
         """True if this process now drives the session."""
-        fence = int(self._redis.incr(f"inspect:driver-fence:{self.session_id}"))
+        counter = f"inspect:driver-fence:{self.session_id}"
+        fence = int(self._redis.incr(counter))
+        recorded = Session.objects.filter(pk=self.session_id).values_list("driver_fence", flat=True)
+        seen = recorded.first() or 0
+        if fence <= seen:
+            # Redis restarted without the counter: go on past the newest token the session has
+            # seen, or this driver would share its token (and its lease's value) with an older one.
+            fence = int(self._redis.incrby(counter, seen + 1 - fence))
         if not self._redis.set(lease_key(self.session_id), str(fence), nx=True, ex=LEASE_SECONDS):
             return False
         # The session remembers the newest token; an older driver's fenced writes now miss.
