@@ -9,7 +9,7 @@ from __future__ import annotations
 from collections.abc import Iterable
 
 from django.template.loader import render_to_string
-from django.utils.html import format_html
+from django.utils.html import escape, format_html
 from django.utils.safestring import mark_safe
 from pygments import highlight
 from pygments.formatters import HtmlFormatter
@@ -31,8 +31,32 @@ def event_template(kind: str) -> str:
 
 def render_event(event: Event) -> str:
     """The log's `<li>` item of one event."""
+    if event.kind == "output":
+        item = _output_item(event)
+        if item is not None:
+            return item
     context = {"event": event, "body": event_template(event.kind)}
     return render_to_string("sessions/_event.html", context)
+
+
+def _output_item(event: Event) -> str | None:
+    """An `output` event's item, byte for byte what `sessions/_event.html` with
+    `sessions/events/output.html` renders (tests/sessions/test_rendering_fast_path.py), without
+    the template engine: the commonest kind by far, and the live stream renders thousands a
+    second. None for a payload not of the usual shape (a string `stream` and `text`, either
+    missing): the template renders that."""
+    payload = event.payload
+    if type(payload) is not dict or type(event.seq) is not int:
+        return None
+    stream, text = payload.get("stream", ""), payload.get("text", "")
+    if type(stream) is not str or type(text) is not str:
+        return None
+    seq = event.seq
+    return _mark_safe(
+        f'<li id="event-{seq}" data-seq="{seq}" class="event kind-output">\n'
+        f'<span class="seq" aria-hidden="true">{seq}</span>\n'
+        f'<code class="output stream-{escape(stream)}">{escape(text)}</code>\n\n</li>\n'
+    )
 
 
 def render_events(events: Iterable[Event]) -> str:
