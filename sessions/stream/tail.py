@@ -152,13 +152,14 @@ class TailReader:
                 except Exception as exc:
                     prepared = [exc] * len(tails)
                 for tail, outcome in zip(tails, prepared, strict=True):
-                    try:
-                        if isinstance(outcome, Exception):
-                            raise outcome
-                        wanted[tail].set_result(tail.absorb(outcome))
-                    except Exception as exc:
-                        wanted[tail].set_exception(exc)
-                        wanted[tail].exception()  # retrieved: a waiting viewer has it raised
+                    if not isinstance(outcome, Exception):
+                        try:
+                            wanted[tail].set_result(tail.absorb(outcome))
+                            continue
+                        except Exception as exc:
+                            outcome = exc
+                    wanted[tail].set_exception(outcome)
+                    wanted[tail].exception()  # retrieved: a waiting viewer has it raised
         finally:
             self._running = None
             for future in [*wanted.values(), *self._wanted.values()]:
