@@ -23,6 +23,7 @@ from typing import Any
 from channels.layers import get_channel_layer
 from django.conf import settings
 from django.db import DatabaseError, InterfaceError, OperationalError, connection, transaction
+from django.utils import timezone
 
 from inspect_web.text import cut
 from sessions import artifacts
@@ -137,6 +138,8 @@ def _audit_actions(session_id: int, batch: list[NewEvent], payloads: list[dict],
 def _insert(
     session_id: int, batch: list[NewEvent], payloads: list[dict], seen: dict[str, int]
 ) -> int:
+    if connection.vendor == "postgresql":
+        return _insert_postgresql(session_id, batch, payloads, seen)
     with transaction.atomic():
         last = (
             Session.objects.select_for_update()
@@ -153,6 +156,36 @@ def _insert(
             ]
         )
         Session.objects.filter(pk=session_id).update(last_seq=high)
+    return high
+
+
+# The same append as the ORM's (lock and bump the session's last_seq, insert the rows, in one
+# transaction) in two statements the ORM would take four to send and about 2.5 times the CPU to
+# build: a producer writing 2,000 small batches a second spent more than a core on them.
+# `created_at` is the batch's time, as auto_now_add would set it (one value for the batch).
+_BUMP_SQL = "UPDATE {session} SET last_seq = last_seq + %s WHERE id = %s RETURNING last_seq"
+_INSERT_SQL = """
+    INSERT INTO {event} (session_id, seq, kind, payload, created_at)
+    SELECT %s, %s + v.i, v.kind, v.payload::jsonb, %s
+    FROM unnest(%s::text[], %s::text[]) WITH ORDINALITY AS v(kind, payload, i)
+"""
+
+
+def _insert_postgresql(
+    session_id: int, batch: list[NewEvent], payloads: list[dict], seen: dict[str, int]
+) -> int:
+    n = len(batch)
+    kinds = [e.kind for e in batch]
+    texts = [json.dumps(p) for p in payloads]  # what the JSONField would send
+    with transaction.atomic(), connection.cursor() as cursor:
+        cursor.execute(_BUMP_SQL.format(session=Session._meta.db_table), [n, session_id])
+        row = cursor.fetchone()
+        if row is None:
+            raise Session.DoesNotExist(f"Session matching query does not exist: {session_id}")
+        high = row[0]
+        seen["last"] = high - n
+        insert = _INSERT_SQL.format(event=Event._meta.db_table)
+        cursor.execute(insert, [session_id, high - n, timezone.now(), kinds, texts])
     return high
 
 

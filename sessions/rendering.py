@@ -6,11 +6,12 @@ diff highlighting, which Pygments produces from escaped source.
 
 from __future__ import annotations
 
+import html
 from collections.abc import Iterable
 
 from django.template.loader import render_to_string
 from django.utils.html import format_html
-from django.utils.safestring import mark_safe
+from django.utils.safestring import SafeString, mark_safe
 from pygments import highlight
 from pygments.formatters import HtmlFormatter
 from pygments.lexers import DiffLexer
@@ -31,8 +32,32 @@ def event_template(kind: str) -> str:
 
 def render_event(event: Event) -> str:
     """The log's `<li>` item of one event."""
+    if event.kind == "output":
+        item = _output_item(event)
+        if item is not None:
+            return item
     context = {"event": event, "body": event_template(event.kind)}
     return render_to_string("sessions/_event.html", context)
+
+
+def _output_item(event: Event) -> str | None:
+    """An `output` event's item, byte for byte what `sessions/_event.html` with
+    `sessions/events/output.html` renders (tests/sessions/test_rendering_fast_path.py), without
+    the template engine: the commonest kind by far, and the live stream renders thousands a
+    second. None for a payload not of the usual shape (a string `stream` and `text`, either
+    missing): the template renders that."""
+    payload = event.payload
+    if type(payload) is not dict or type(event.seq) is not int:
+        return None
+    stream, text = payload.get("stream", ""), payload.get("text", "")
+    if type(stream) is not str or type(text) is not str:
+        return None
+    seq, escape = event.seq, html.escape  # what django.utils.html.escape does to a str
+    return SafeString(  # as mark_safe marks it (whose lazy-string check costs more than this)
+        f'<li id="event-{seq}" data-seq="{seq}" class="event kind-output">\n'
+        f'<span class="seq" aria-hidden="true">{seq}</span>\n'
+        f'<code class="output stream-{escape(stream)}">{escape(text)}</code>\n\n</li>\n'
+    )
 
 
 def render_events(events: Iterable[Event]) -> str:
@@ -54,8 +79,8 @@ def log_append(items: str) -> str:
     return _mark_safe(f'<div hx-swap-oob="beforeend:#log-events">{items}</div>')
 
 
-def _mark_safe(html: str):
-    return mark_safe(html)  # noqa: S308 - rendered by our own escaped templates
+def _mark_safe(text: str):
+    return mark_safe(text)  # noqa: S308 - rendered by our own escaped templates
 
 
 # Which side panels an event of a kind can change; the page and the stream share the partials.

@@ -20,16 +20,13 @@ request, …) live in other tables and are queried once per batch that changes t
 
 from __future__ import annotations
 
-import asyncio
 from dataclasses import dataclass
 from typing import Any
 
-from channels.db import database_sync_to_async
-
 from sessions import rendering
 from sessions.models import Event
-from sessions.stream.read import PAGE_SIZE, Frame, events_page
-from sessions.stream.tail import TAIL_BYTES, TAIL_EVENTS, SessionTail
+from sessions.stream.read import PAGE_SIZE, Frame, events_page_many
+from sessions.stream.tail import SessionTail
 
 HTML_PAGE = 200  # events per HTML frame
 
@@ -103,44 +100,39 @@ class HtmlTail(SessionTail):
         self.renders = 0
         self.rendered_events = 0
 
-    async def _read(self) -> int:
-        self.read_at = asyncio.get_running_loop().time()
-        high = self.high
-        items, panels = await database_sync_to_async(self._render)(high)
+    @staticmethod
+    def fetch(wanted: list[tuple[int, int]]) -> dict[int, list]:
+        return events_page_many(wanted, PAGE_SIZE)
+
+    def prepare(self, rows: list, after: int) -> tuple[list[str], dict[str, str], int]:
+        """The log items of the events after `after` and the panel updates they make,
+        rendered (in the database thread, one read of this tail at a time: LivePanels is only
+        touched here)."""
+        events = [e for i, e in enumerate(rows) if e.seq == after + 1 + i]  # gap-free prefix
+        if not events:
+            return [], {}, after
+        for event in events:
+            self.live_panels.follow(event)
+        panels = rendering.panel_updates(events, self.live_panels.known())
+        return [rendering.render_event(e) for e in events], panels, after
+
+    def absorb(self, rendered: tuple[list[str], dict[str, str], int]) -> int:
+        items, panels, after = rendered
         if not items:
             return 0
         self.renders += 1
         self.rendered_events += len(items)
         self.parts += items
         self.size += sum(len(item) for item in items)
-        self.batches.append(_Batch(high + 1, high + len(items), panels))
+        self.batches.append(_Batch(after + 1, after + len(items), panels))
         self._trim()
         return len(items)
 
-    def _render(self, after: int) -> tuple[list[str], dict[str, str]]:
-        """The next events after `after`, rendered (in the database thread, one read at a
-        time: LivePanels is only touched here)."""
-        events = events_page(self.session_id, after, PAGE_SIZE)
-        events = [e for i, e in enumerate(events) if e.seq == after + 1 + i]  # gap-free prefix
-        if not events:
-            return [], {}
-        for event in events:
-            self.live_panels.follow(event)
-        panels = rendering.panel_updates(events, self.live_panels.known())
-        return [rendering.render_event(e) for e in events], panels
-
     def _trim(self) -> None:
-        if len(self.parts) <= 2 * TAIL_EVENTS and self.size <= TAIL_BYTES:
-            return
-        drop = 0
-        while drop < len(self.parts) - 1 and (
-            len(self.parts) - drop > TAIL_EVENTS or self.size > TAIL_BYTES // 2
-        ):
-            self.size -= len(self.parts[drop])
-            drop += 1
-        del self.parts[:drop]
-        self.first += drop
-        self.batches = [b for b in self.batches if b.last >= self.first]
+        first = self.first
+        super()._trim()
+        if self.first != first:
+            self.batches = [b for b in self.batches if b.last >= self.first]
 
     def _frame(self, start: int, end: int, key: tuple[int, int]) -> Frame:
         """The log items of parts[start:end], then the newest update of each panel that the

@@ -21,9 +21,12 @@ from __future__ import annotations
 
 import functools
 import json
+from collections.abc import Sequence
 from dataclasses import dataclass
+from datetime import datetime
 from typing import Any
 
+from django.db import connection
 from django.db.models import Func, TextField
 from django.db.models.functions import Cast
 
@@ -100,8 +103,10 @@ class _TimeText(Func):
     output_field = TextField()
 
     def as_postgresql(self, compiler, connection, **extra):
-        template = "to_char(%(expressions)s AT TIME ZONE 'UTC', 'YYYY-MM-DD\"T\"HH24:MI:SS.US')"
-        return self.as_sql(compiler, connection, template=template, **extra)
+        return self.as_sql(compiler, connection, template=_PG_TIME_TEXT, **extra)
+
+
+_PG_TIME_TEXT = "to_char(%(expressions)s AT TIME ZONE 'UTC', 'YYYY-MM-DD\"T\"HH24:MI:SS.US')"
 
 
 def _iso(text: str) -> str:
@@ -117,14 +122,15 @@ def read_events(session_id: int, after: int, limit: int = PAGE_SIZE) -> list[tup
     rows = _event_rows(session_id, after, limit, bounded=True)
     if not rows:
         rows = _event_rows(session_id, after, limit, bounded=False)
-    return [
-        (
-            seq,
-            f'{{"seq": {seq}, "kind": {_kind_json(kind)}, "payload": {payload}, '
-            f'"created_at": "{_iso(created)}"}}',
-        )
-        for seq, kind, payload, created in rows
-    ]
+    return [_event_text(seq, kind, payload, created) for seq, kind, payload, created in rows]
+
+
+def _event_text(seq: int, kind: str, payload: str, created: str) -> tuple[int, str]:
+    return (
+        seq,
+        f'{{"seq": {seq}, "kind": {_kind_json(kind)}, "payload": {payload}, '
+        f'"created_at": "{_iso(created)}"}}',
+    )
 
 
 def _event_rows(session_id: int, after: int, limit: int, *, bounded: bool) -> list[tuple]:
@@ -136,6 +142,87 @@ def _event_rows(session_id: int, after: int, limit: int, *, bounded: bool) -> li
         )
         .values_list("seq", "kind", "payload_json", "created_text")[:limit]
     )
+
+
+# Several sessions' next events in one query: the live tails of a process read together
+# (sessions.stream.tail.TailReader). Each session's page is a range after..after+limit, as in
+# `_after`; a session whose range is empty is asked again without the bound.
+_MANY_BOUNDED = """
+    SELECT w.session_id, {columns}
+    FROM unnest(%s::bigint[], %s::bigint[]) AS w(session_id, after)
+    JOIN {table} e ON e.session_id = w.session_id AND e.seq > w.after AND e.seq <= w.after + %s
+    ORDER BY w.session_id, e.seq
+"""
+_MANY_UNBOUNDED = """
+    SELECT w.session_id, {columns}
+    FROM unnest(%s::bigint[], %s::bigint[]) AS w(session_id, after)
+    CROSS JOIN LATERAL (
+        SELECT * FROM {table} x WHERE x.session_id = w.session_id AND x.seq > w.after
+        ORDER BY x.seq LIMIT %s
+    ) e
+    ORDER BY w.session_id, e.seq
+"""
+_TEXT_COLUMNS = "e.seq, e.kind, e.payload::text, " + _PG_TIME_TEXT % {"expressions": "e.created_at"}
+
+
+def _many(wanted: Sequence[tuple[int, int]], limit: int, columns: str) -> dict[int, list[tuple]]:
+    """Rows of `columns` for each (session id, after) of `wanted` (session ids distinct), up to
+    `limit` each, ascending; PostgreSQL only."""
+    found: dict[int, list[tuple]] = {session_id: [] for session_id, _ in wanted}
+    asked = list(wanted)
+    for sql in (_MANY_BOUNDED, _MANY_UNBOUNDED):
+        if not asked:
+            break
+        query = sql.format(columns=columns, table=Event._meta.db_table)
+        with connection.cursor() as cursor:
+            cursor.execute(query, [[s for s, _ in asked], [a for _, a in asked], limit])
+            for session_id, *row in cursor.fetchall():
+                found[session_id].append(tuple(row))
+        asked = [(s, a) for s, a in asked if not found[s]]
+    return found
+
+
+def read_events_many(
+    wanted: Sequence[tuple[int, int]], limit: int = PAGE_SIZE
+) -> dict[int, list[tuple[int, str]]]:
+    """`read_events` of several sessions, (session id, after) each with distinct ids, in one
+    query on PostgreSQL (one per session elsewhere)."""
+    if connection.vendor != "postgresql":
+        return {session_id: read_events(session_id, after, limit) for session_id, after in wanted}
+    return {
+        session_id: [_event_text(*row) for row in rows]
+        for session_id, rows in _many(wanted, limit, _TEXT_COLUMNS).items()
+    }
+
+
+@dataclass(frozen=True, slots=True)
+class LiveEvent:
+    """An event as the live HTML tail reads it: what rendering and the panels look at, without
+    a model instance (the tail reads thousands a second; a model's construction and its
+    signals cost more than the rest of the read)."""
+
+    session_id: int
+    seq: int
+    kind: str
+    payload: Any
+    created_at: datetime
+
+
+def events_page_many(
+    wanted: Sequence[tuple[int, int]], limit: int = PAGE_SIZE
+) -> dict[int, list[Event] | list[LiveEvent]]:
+    """`events_page` of several sessions, (session id, after) each with distinct ids, in one
+    query on PostgreSQL (as LiveEvent records; one query per session elsewhere)."""
+    if connection.vendor != "postgresql":
+        return {session_id: events_page(session_id, after, limit) for session_id, after in wanted}
+    loads, parse = json.loads, datetime.fromisoformat
+    return {
+        session_id: [
+            LiveEvent(session_id, seq, kind, loads(payload), parse(f"{created}+00:00"))
+            for seq, kind, payload, created in rows
+        ]
+        for session_id, rows in _many(wanted, limit, _TEXT_COLUMNS).items()
+    }
 
 
 @dataclass(frozen=True)

@@ -46,9 +46,11 @@ Each connection has one sender task, the only writer to its socket. It joins the
 reading, then reads history pages (PAGE_SIZE rows, one query each) until it reaches the
 session's shared tail, and from there slices frames out of the tail: the newest events of the
 session, read once per notification and encoded once for every viewer in the process
-(SessionTail). A notification only raises the seq the sender aims for; nothing is queued per
-viewer. The sender writes only while the socket drains (SocketProbe): a slow viewer stops being
-read for, so its memory stays bounded, and past MAX_LAG / STALL_SECONDS it is told to resync.
+(SessionTail; the process's TailReader reads every watched session's new events together, one
+query per read however many sessions). A notification only raises the seq the sender aims
+for; nothing is queued per viewer. The sender writes only while the socket drains
+(SocketProbe): a slow viewer stops being read for, so its memory stays bounded, and past
+MAX_LAG / STALL_SECONDS it is told to resync.
 Without notifications (lost, or Redis down) the sender still re-reads the log every POLL_SECONDS.
 
 HTML (`?format=html`, the session page's htmx websocket extension): event frames are the
