@@ -138,9 +138,11 @@ def test_a_model_outside_the_repositorys_policy_is_refused_with_the_allowed_list
     )
     assert allowed.status_code == 200
     assert [r.model for r in fresh_upstream.model_requests()] == ["gpt-5-codex"]
-    first, second = wait_for_request(session, 2)[:2]
-    assert (first.status, first.outcome) == (403, "refused_policy")
-    assert second.outcome == "ok"
+    # Records are written concurrently, after each response: find them by what they asked.
+    recorded = {(r.endpoint, r.model): r for r in wait_for_request(session, 4)}
+    refused_row = recorded["messages", "claude-sonnet-4-5"]
+    assert (refused_row.status, refused_row.outcome) == (403, "refused_policy")
+    assert recorded["chat.completions", "gpt-5-codex"].outcome == "ok"
 
 
 def test_a_malformed_model_policy_refuses_with_a_message_an_admin_can_act_on(
