@@ -107,6 +107,10 @@ def install(runtime: str, version: str | None = None) -> Path:
         if npm is None:
             raise InstallError("npm is not installed on this machine (Debian package `npm`)")
         target.parent.mkdir(parents=True, exist_ok=True)
+        # Open the new directories now: an install killed half-way must not leave the mounted
+        # directory 0700 (every sandbox start would then fail in bwrap).
+        _traversable(target.parent)
+        _remove_abandoned(target.parent)
         scratch = target.parent / f".{version}.{os.getpid()}.partial"
         shutil.rmtree(scratch, ignore_errors=True)
         scratch.mkdir()
@@ -157,10 +161,29 @@ def link_pinned(runtime: str) -> None:
     _readable(root())
 
 
+def _remove_abandoned(directory: Path) -> None:
+    """Delete the scratch directories of installs whose process is gone (killed half-way)."""
+    for scratch in directory.glob(".*.partial"):
+        try:
+            pid = int(scratch.name.rsplit(".", 2)[-2])
+            os.kill(pid, 0)
+        except ProcessLookupError:
+            shutil.rmtree(scratch, ignore_errors=True)
+        except (ValueError, PermissionError):
+            continue  # not ours to judge: a name we did not make, or a live process
+
+
 def _readable(directory: Path) -> None:
-    """Sandboxes run as an unprivileged uid that must traverse to and read the CLIs. Group too:
-    a directory made under `make run`'s umask (077) is 0700, and a sandbox whose group owns
-    it is judged by the group bits, not the others' (bwrap: "Can't find source path")."""
+    """Sandboxes run as an unprivileged uid that must traverse to and read the CLIs."""
+    _traversable(directory)
+    subprocess.run(["chmod", "-R", "a+rX", str(directory)], check=False, capture_output=True)
+
+
+def _traversable(directory: Path) -> None:
+    """`directory` and its parents up to the CLIs' directory's parent get read and search for
+    group and others. Group too: a directory made under `make run`'s umask (077) is 0700, and a
+    sandbox whose group owns it is judged by the group bits, not the others' (bwrap: "Can't find
+    source path")."""
     for path in (directory, *directory.parents):
         if path == Path("/"):
             break
@@ -169,7 +192,6 @@ def _readable(directory: Path) -> None:
             path.chmod(mode | 0o055)
         if path == root().parent:
             break
-    subprocess.run(["chmod", "-R", "a+rX", str(directory)], check=False, capture_output=True)
 
 
 @dataclass(frozen=True)
