@@ -34,7 +34,7 @@ from sessions.events import append_events, diff_attribution
 from sessions.lease import DriverLease
 from sessions.models import Session
 from sessions.pulls import publish_changes
-from sessions.turn_changes import commit_author
+from sessions.turn_changes import commit_author, diff_events, diff_stats
 from sessions.workspace_git import commit_turn, diff_against, paths_changed_by
 from snapshots.backends import sandbox_backend
 from snapshots.restore import NoSnapshot, restore_sandbox
@@ -89,39 +89,20 @@ def record_hand_edits(session_id: int, typists: list) -> dict:
         by_hand = paths_changed_by(sandbox, commit)
         earlier = diff_attribution(session_id)
         turn = session.prompts.order_by("-order").values_list("order", flat=True).first() or 0
+        typist = {"author": typists[0].get_username()}
+        # Only what was typed is the typists'; the rest keeps its author.
         append_events(
             session_id,
-            [
-                (
-                    "diff",
-                    {
-                        "path": f.path,
-                        "added": f.added,
-                        "removed": f.removed,
-                        "binary": f.binary,
-                        "patch": f.patch,
-                        "turn": turn,
-                        "commit": commit,
-                        # Only what was typed is the typists'; the rest keeps its author.
-                        **(
-                            {"author": typists[0].get_username(), "by_hand": names}
-                            if f.path in by_hand
-                            else earlier.get(f.path, {"author": typists[0].get_username()})
-                        ),
-                    },
-                )
-                for f in files
-            ],
-        )
+            diff_events(
+                files, turn, commit,
+                lambda path: {**typist, "by_hand": names} if path in by_hand
+                else earlier.get(path, typist),
+            ),
+        )  # fmt: skip
         ref = sandbox.snapshot()
         Session.objects.filter(pk=session_id).update(
             session_snapshot_ref=str(ref),
-            diff_stats={
-                "files": len(files),
-                "added": sum(f.added for f in files),
-                "removed": sum(f.removed for f in files),
-                "paths": [f.path for f in files],
-            },
+            diff_stats=diff_stats(files),
             updated_at=timezone.now(),
         )
         # The hand edits go to the pull request too, so a merge never leaves them behind.

@@ -15,7 +15,7 @@ from accounts.identity import verified_email
 from sessions.agents.base import Author
 from sessions.events import append_events, diff_attribution
 from sessions.models import Event, Prompt, Session
-from sessions.workspace_git import commit_turn, diff_against, paths_changed_by
+from sessions.workspace_git import FileDiff, commit_turn, diff_against, paths_changed_by
 from snapshots.sandbox import Sandbox
 
 
@@ -25,6 +25,39 @@ def commit_author(user) -> Author:
     # An address the user only typed in could be anyone's: unverified, it authors nothing.
     email = verified_email(user) or f"{user.get_username()}@users.inspect-web.invalid"
     return Author(username=user.get_username(), name=name, email=email)
+
+
+def diff_events(
+    files: list[FileDiff], turn: int, commit: str | None, authorship: Callable[[str], dict]
+) -> list[tuple[str, dict]]:
+    """One `diff` event per changed file; `authorship(path)` gives who wrote it
+    ({"author"[, "by_hand"]})."""
+    return [
+        (
+            "diff",
+            {
+                "path": f.path,
+                "added": f.added,
+                "removed": f.removed,
+                "binary": f.binary,
+                "patch": f.patch,
+                "turn": turn,
+                "commit": commit,
+                **authorship(f.path),
+            },
+        )
+        for f in files
+    ]
+
+
+def diff_stats(files: list[FileDiff]) -> dict:
+    """The session's `diff_stats`: how many files, lines added and removed, which paths."""
+    return {
+        "files": len(files),
+        "added": sum(f.added for f in files),
+        "removed": sum(f.removed for f in files),
+        "paths": [f.path for f in files],
+    }
 
 
 def record_turn_diff(
@@ -44,29 +77,12 @@ def record_turn_diff(
     earlier = diff_attribution(session.pk)
     mine = {"author": prompt.author.get_username()}
     with transaction.atomic():
-        events = [
-            (
-                "diff",
-                {
-                    "path": f.path,
-                    "added": f.added,
-                    "removed": f.removed,
-                    "binary": f.binary,
-                    "patch": f.patch,
-                    "turn": prompt.order,
-                    "commit": commit,
-                    **(earlier.get(f.path, mine) if f.path not in touched else mine),
-                },
-            )
-            for f in files
-        ]
+        events = diff_events(
+            files, prompt.order, commit,
+            lambda path: earlier.get(path, mine) if path not in touched else mine,
+        )  # fmt: skip
         append_events(session.pk, events)
-        stats = {
-            "files": len(files),
-            "added": sum(f.added for f in files),
-            "removed": sum(f.removed for f in files),
-            "paths": [f.path for f in files],
-        }
+        stats = diff_stats(files)
         save(diff_stats=stats)
     return commit, stats
 
