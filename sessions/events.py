@@ -19,6 +19,7 @@ import time
 import weakref
 from collections.abc import Iterable
 from dataclasses import dataclass
+from datetime import datetime
 from typing import Any
 
 import redis
@@ -98,7 +99,9 @@ def append_events(session_id: int, events: Iterable[NewEvent | tuple[str, dict]]
     payloads = [
         _cap(session_id, e.kind, redact_event_payload(session_id, e.payload)) for e in batch
     ]
-    seen: dict[str, int] = {}  # the last_seq the latest attempt built on
+    # What a retry needs to tell whether the attempt before it committed: the last_seq it built
+    # on (SQLite), or the created_at its rows carry (PostgreSQL).
+    seen: dict[str, Any] = {}
     for attempt in range(RETRIES + 1):
         try:
             if "last" in seen:
@@ -140,7 +143,7 @@ def _audit_actions(session_id: int, batch: list[NewEvent], payloads: list[dict],
 
 
 def _insert(
-    session_id: int, batch: list[NewEvent], payloads: list[dict], seen: dict[str, int]
+    session_id: int, batch: list[NewEvent], payloads: list[dict], seen: dict[str, Any]
 ) -> int:
     if connection.vendor == "postgresql":
         return _insert_postgresql(session_id, batch, payloads, seen)
@@ -181,28 +184,46 @@ _APPEND_SQL = """
 
 
 def _insert_postgresql(
-    session_id: int, batch: list[NewEvent], payloads: list[dict], seen: dict[str, int]
+    session_id: int, batch: list[NewEvent], payloads: list[dict], seen: dict[str, Any]
 ) -> int:
     import psycopg  # PostgreSQL only
 
     n = len(batch)
+    if "at" in seen:  # an earlier attempt lost its connection: it may have committed
+        high = _stored_at(session_id, n, seen["at"])
+        if high is not None:
+            return high
+    # Fixed before the first attempt: a retry finds by it the batch that did commit.
+    at = seen.setdefault("at", timezone.now())
     # One JSON array of [kind, payload] pairs: one parameter to send, none to escape.
     rows = json.dumps([[e.kind, p] for e, p in zip(batch, payloads, strict=True)])
     sql = _APPEND_SQL.format(session=Session._meta.db_table, event=Event._meta.db_table)
-    with transaction.atomic():
-        connection.ensure_connection()
-        # Django's cursors bind client-side (ClientCursor); a plain psycopg cursor binds on
-        # the server and lets the statement be prepared. Its errors are wrapped as Django's
-        # would be (a dropped connection is an OperationalError, and is retried).
-        with connection.wrap_database_errors, psycopg.Cursor(connection.connection) as cursor:
-            found = cursor.execute(
-                sql, (n, session_id, session_id, n, timezone.now(), rows)
-            ).fetchone()
-        if found is None:
-            raise Session.DoesNotExist(f"Session matching query does not exist: {session_id}")
-        high = found[0]
-        seen["last"] = high - n
-    return high
+    connection.ensure_connection()
+    # Outside a transaction the statement is its own (autocommit): one round trip, where
+    # BEGIN, the statement and COMMIT took three, each a wait that a busy machine stretches.
+    # Django's cursors bind client-side (ClientCursor); a plain psycopg cursor binds on the
+    # server and lets the statement be prepared. Its errors are wrapped as Django's would be
+    # (a dropped connection is an OperationalError, and is retried).
+    with connection.wrap_database_errors, psycopg.Cursor(connection.connection) as cursor:
+        found = cursor.execute(sql, (n, session_id, session_id, n, at, rows)).fetchone()
+    if found is None:
+        raise Session.DoesNotExist(f"Session matching query does not exist: {session_id}")
+    return found[0]
+
+
+def _stored_at(session_id: int, n: int, at: datetime) -> int | None:
+    """The high seq of the batch of `n` events stored with created_at `at`, if it is there (a
+    batch's rows share one created_at, to the microsecond), else None. Looks only at the
+    session's newest 10,000 events: a retry comes within a second of the attempt."""
+    newest = Session.objects.filter(pk=session_id).values_list("last_seq", flat=True).first()
+    if newest is None:
+        return None
+    seqs = list(
+        Event.objects.filter(session_id=session_id, seq__gt=newest - 10_000, created_at=at)
+        .order_by("seq")
+        .values_list("seq", flat=True)
+    )
+    return seqs[-1] if len(seqs) == n else None
 
 
 def _committed_already(

@@ -100,16 +100,31 @@ def test_a_commit_whose_reply_was_lost_is_not_stored_twice(watched_session, monk
     from sessions.models import Event
 
     append_events(watched_session.pk, [("output", {"n": -1})])
-    real_commit = connection.commit
     drops = []
+    if on_postgresql():
+        # The append is one statement in autocommit: it is committed when its reply comes.
+        import psycopg
 
-    def commit_then_drop():
-        real_commit()
-        if not drops:
-            drops.append(1)
-            raise OperationalError("server closed the connection unexpectedly")
+        real_fetchone = psycopg.Cursor.fetchone
 
-    monkeypatch.setattr(connection, "commit", commit_then_drop)
+        def committed_then_drop(cursor):
+            row = real_fetchone(cursor)
+            if not drops:
+                drops.append(1)
+                raise psycopg.OperationalError("server closed the connection unexpectedly")
+            return row
+
+        monkeypatch.setattr(psycopg.Cursor, "fetchone", committed_then_drop)
+    else:
+        real_commit = connection.commit
+
+        def commit_then_drop():
+            real_commit()
+            if not drops:
+                drops.append(1)
+                raise OperationalError("server closed the connection unexpectedly")
+
+        monkeypatch.setattr(connection, "commit", commit_then_drop)
     high = append_events(watched_session.pk, [("output", {"n": n}) for n in range(5)])
     assert drops == [1]
     assert high == 6
