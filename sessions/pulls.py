@@ -18,6 +18,7 @@ from django.utils.text import Truncator, slugify
 
 from approvals import audit, gate
 from approvals.secrets import SecretsUnavailable, secrets_found_in
+from sessions.change_summary import change_summary, summary_markdown
 from sessions.codehosts import (
     AlreadyMerged,
     BranchTaken,
@@ -27,6 +28,7 @@ from sessions.codehosts import (
 )
 from sessions.events import append_event
 from sessions.models import Event, PullRequest, ReviewEvent, Session, State
+from sessions.rendering import latest_diff_payloads
 from sessions.screenshots import screenshot_markdown
 from sessions.services import session_transition
 from sessions.totals import totals_changed
@@ -47,10 +49,15 @@ def branch_name(session: Session) -> str:
     return f"inspect/{session.pk}-{slugify(session.title)[:40].strip('-') or 'session'}"
 
 
+LONG_SESSION_TURNS = 3  # from this many turns the body says what each one did
+
+
 def pr_body(session: Session) -> str:
-    """The task, the agent's summary, verification, screenshots and a link back."""
+    """What a reviewer reads first: what changed and why, the risk, the evidence (verification,
+    screenshots); then the task in full, what each turn did in a long session, and a link back."""
     events = Event.objects.filter(session=session)
-    first = session.prompts.order_by("order").first()
+    prompts = list(session.prompts.order_by("order").values_list("order", "text"))
+    first_text = prompts[0][1] if prompts else session.title
     summary = (
         events.filter(kind="agent_message").order_by("-seq").values_list("payload", flat=True)
     ).first() or {}
@@ -65,15 +72,14 @@ def pr_body(session: Session) -> str:
         if newest_turn is not None
         else events.none()
     )
-    lines = [f"## Task\n\n{first.text if first else session.title}\n"]
-    follow_ups = list(session.prompts.filter(order__gt=1).order_by("order").values_list("text"))
-    if follow_ups:
-        asked = "\n".join(
-            f"- {Truncator(text.splitlines()[0]).chars(200)}" for (text,) in follow_ups
-        )
-        lines.append(f"Then:\n\n{asked}\n")
+    lines = ["## What changed and why\n"]
     if summary.get("text"):
-        lines.append(f"## Summary\n\n{summary['text']}\n")
+        lines.append(f"{summary['text']}\n")
+    asked_for = first_text.splitlines()[0] if first_text else ""
+    lines.append(f"Asked for: {Truncator(asked_for).chars(200)}\n")
+    risk = summary_markdown(change_summary(latest_diff_payloads(session)))
+    if risk:
+        lines.append(risk)
     if verify:
         lines.append("## Verification\n")
         for command in verify.order_by("seq"):
@@ -84,8 +90,43 @@ def pr_body(session: Session) -> str:
     shots = screenshot_markdown(session, settings.PUBLIC_URL)  # before/after, signed links
     if shots:
         lines.append(shots)
+    lines.append(f"## Task\n\n{first_text}\n")
+    follow_ups = [text for order, text in prompts if order > 1]
+    if follow_ups:
+        asked = "\n".join(f"- {Truncator(text.splitlines()[0]).chars(200)}" for text in follow_ups)
+        lines.append(f"Then:\n\n{asked}\n")
+    if len(prompts) >= LONG_SESSION_TURNS:
+        lines.append(_turns_markdown(session, dict(prompts)))
     lines.append(f"Session: {settings.PUBLIC_URL}{session.get_absolute_url()}")
     return "\n".join(lines)
+
+
+def _turns_markdown(session: Session, prompts: dict[int, str]) -> str:
+    """One line per finished turn: what was asked, the agent's last word in it, its checks."""
+    said: dict[int, str] = {}
+    checks: dict[int, bool] = {}
+    last_message = ""
+    kinds = ("agent_message", "turn_finished", "command")
+    for kind, payload in (
+        Event.objects.filter(session=session, kind__in=kinds)
+        .order_by("seq")
+        .values_list("kind", "payload")
+    ):
+        if kind == "agent_message":
+            last_message = str(payload.get("text") or "")
+        elif kind == "command" and payload.get("phase") == "verify":
+            turn = payload.get("turn")
+            checks[turn] = checks.get(turn, True) and bool(payload.get("ok"))
+        elif kind == "turn_finished":
+            said[payload.get("turn")] = last_message
+            last_message = ""
+    lines = ["## Turns\n"]
+    for turn in sorted(t for t in said if t in prompts):
+        asked = Truncator(prompts[turn].splitlines()[0] if prompts[turn] else "").chars(120)
+        answer = Truncator(said[turn].splitlines()[0] if said[turn] else "").chars(200)
+        mark = {True: " ✅", False: " ❌"}.get(checks.get(turn), "")
+        lines.append(f"{turn}. {asked}{mark}" + (f" — {answer}" if answer else ""))
+    return "\n".join(lines) + "\n"
 
 
 def _export_commits(session: Session, sandbox: Sandbox) -> str:

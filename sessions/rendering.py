@@ -14,6 +14,7 @@ from django.utils.safestring import SafeString, mark_safe
 
 from approvals.models import ApprovalRequest
 from sessions import diff_render
+from sessions.change_summary import change_summary
 from sessions.event_kinds import KINDS, PULL_REQUEST_KINDS
 from sessions.models import Event, PullRequest, Session
 
@@ -89,7 +90,7 @@ PANELS_BY_KIND: dict[str, tuple[str, ...]] = {
     ),
     **dict.fromkeys(PULL_REQUEST_KINDS, SESSION_PANELS),
     "prompt": ("prompts",),
-    "diff": ("diff",),
+    "diff": ("diff", "changes"),
     "command": ("verification",),
     "screenshot": ("shots",),
     "approval": ("approvals",),
@@ -98,12 +99,19 @@ PANELS_BY_KIND: dict[str, tuple[str, ...]] = {
 }
 PANELS = (
     "prompts", "pull_request", "timings", "verification", "approvals", "shots", "children", "diff",
-    "model_cost",
+    "changes", "model_cost",
 )  # fmt: skip
 
 
 def panel_context(session, names: Iterable[str] = PANELS) -> dict:
     """The template context for the named side panels of `session`'s page."""
+    made: dict[str, list[dict]] = {}
+
+    def diff() -> list[dict]:
+        if "diff" not in made:
+            made["diff"] = latest_diff(session)
+        return made["diff"]
+
     builders = {
         "prompts": lambda: session.prompts.select_related("author"),
         "timings": lambda: None,
@@ -114,7 +122,8 @@ def panel_context(session, names: Iterable[str] = PANELS) -> dict:
         "shots": lambda: screenshots(session),
         "children": lambda: session.children.order_by("pk"),
         "pull_request": lambda: PullRequest.objects.filter(session=session).first(),
-        "diff": lambda: latest_diff(session),
+        "diff": diff,
+        "changes": lambda: change_summary(diff()),
         "model_cost": lambda: None,  # the session's own cost_usd
     }
     return {name: builders[name]() for name in names}
@@ -176,6 +185,11 @@ def _upto(events, upto: int | None):
 
 
 def latest_diff(session, upto: int | None = None) -> list[dict]:
+    """The diff panel's files: latest_diff_payloads, highlighted."""
+    return [diff_file(payload) for payload in latest_diff_payloads(session, upto)]
+
+
+def latest_diff_payloads(session, upto: int | None = None) -> list[dict]:
     """The newest per-file diff against the session's base: of the last turn, or of the hand
     edits recorded after it (same turn, their own commit). `upto`: as it stood at that seq."""
     diffs = _upto(Event.objects.filter(session=session, kind="diff"), upto)
@@ -184,9 +198,11 @@ def latest_diff(session, upto: int | None = None) -> list[dict]:
         return []
     turn, commit = newest
     return [
-        diff_file(event.payload)
-        for event in diffs.filter(payload__turn=turn).order_by("seq")
-        if event.payload.get("commit") == commit
+        payload
+        for payload in diffs.filter(payload__turn=turn)
+        .order_by("seq")
+        .values_list("payload", flat=True)
+        if payload.get("commit") == commit
     ]
 
 

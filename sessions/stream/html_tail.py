@@ -24,6 +24,7 @@ from dataclasses import dataclass
 from typing import Any
 
 from sessions import rendering
+from sessions.change_summary import change_summary
 from sessions.models import Event
 from sessions.stream.read import PAGE_SIZE, Frame, events_page_many
 from sessions.stream.tail import SessionTail
@@ -80,10 +81,13 @@ class LivePanels:
             else:
                 self.shots = [{**payload, "seq": event.seq}, *self.shots][: rendering.SHOTS]
 
-    def known(self) -> dict[str, list[dict]]:
+    def known(self) -> dict[str, Any]:
         """The panel contexts this has followed so far (the rest must be queried)."""
         found = {"diff": self.diff, "verification": self.verification, "shots": self.shots}
-        return {name: value for name, value in found.items() if value is not None}
+        known = {name: value for name, value in found.items() if value is not None}
+        if self.diff is not None:
+            known["changes"] = change_summary(self.diff)
+        return known
 
 
 class HtmlTail(SessionTail):

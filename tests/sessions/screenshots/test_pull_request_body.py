@@ -1,5 +1,5 @@
-"""The pull request body: the task, the agent's summary, verification, the newest turn's
-before/after screenshots and a link to the session."""
+"""The pull request body: what changed and why, the risk, verification, the newest turn's
+before/after screenshots, the task and a link to the session."""
 
 import pytest
 
@@ -39,11 +39,13 @@ def test_the_published_pull_request_holds_task_summary_checks_screenshots_and_li
     )
     assert code == 0, err
     body = PullRequest.objects.get(session_id=summary["id"]).body
+    # What changed and why first, then the risk and the evidence, then the task in full.
     parts = [
-        "## Task\n\nmake it red\n",
-        "## Summary\n\nThe page is red now.\n",
+        "## What changed and why\n\nThe page is red now.\n\nAsked for: make it red\n",
+        "## Risk\n\n- 1 file, +",
         "## Verification\n\n- ✅ `grep -q Goodbye index.html`",
         "## Screenshots\n\n| Page | Before | After |",
+        "## Task\n\nmake it red\n",
         f"Session: https://inspect.test/sessions/{summary['id']}/",
     ]
     assert all(part in body for part in parts), body

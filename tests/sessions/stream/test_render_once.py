@@ -15,6 +15,7 @@ from django.db import connection
 from django.template.loader import render_to_string
 
 from sessions import rendering
+from sessions.change_summary import change_summary
 from sessions.stream import html_tail
 from sessions.stream.session_socket import SessionStreamConsumer
 from sessions.stream.tail import tail_of
@@ -123,6 +124,12 @@ async def test_n_viewers_cause_one_render_per_batch_and_get_identical_bytes(
     )
     assert last_diff.startswith(page_diff)
     assert page_diff.count('class="file"') == 4  # three files, then a fourth of the same turn
+    # The risk summary follows the same diff, from the events, as the page renders it.
+    last_changes = everything[everything.rindex('<div id="changes"') :]
+    page_changes = render_to_string(
+        "sessions/panels/changes.html", {"changes": change_summary(diff), "oob": True}
+    )
+    assert last_changes.startswith(page_changes) and "4 files" in page_changes
     assert 'id="verification"' in everything and 'id="session-state"' in everything
 
     for communicator in viewers:
