@@ -315,3 +315,25 @@ class ModelAccess(models.Model):
 
     def __str__(self) -> str:
         return f"model access of turn {self.prompt_id} ({self.runtime})"
+
+
+class ViewedFile(models.Model):
+    """A reviewer marked one version of one file of a session's diff as viewed (their own
+    mark: it collapses the file for them only). `key` names the version (the file's path and
+    patch, sessions.diff_render.file_key): a later change to the file is not viewed yet."""
+
+    repository_path = "session__repository"
+
+    session = models.ForeignKey(Session, on_delete=models.CASCADE, related_name="viewed_files")
+    user = models.ForeignKey(settings.AUTH_USER_MODEL, on_delete=models.CASCADE, related_name="+")
+    path = models.TextField()
+    key = models.CharField(max_length=64)
+    viewed_at = models.DateTimeField(default=timezone.now)
+
+    class Meta:
+        constraints = [
+            models.UniqueConstraint(fields=["session", "user", "key"], name="viewed_file_once")
+        ]
+
+    def __str__(self) -> str:
+        return f"{self.path} viewed by {self.user_id} in session {self.session_id}"

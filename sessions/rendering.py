@@ -1,7 +1,7 @@
 """Server-side rendering of session events: the page and the live stream use the same HTML.
 
 Agent output is text: every value goes through Django's autoescaping, never `|safe`, except the
-diff highlighting, which Pygments produces from escaped source.
+diff's tables, which sessions.diff_render builds from escaped source.
 """
 
 from __future__ import annotations
@@ -10,19 +10,15 @@ import html
 from collections.abc import Iterable
 
 from django.template.loader import render_to_string
-from django.utils.html import format_html
 from django.utils.safestring import SafeString, mark_safe
-from pygments import highlight
-from pygments.formatters import HtmlFormatter
-from pygments.lexers import DiffLexer
 
 from approvals.models import ApprovalRequest
+from sessions import diff_render
 from sessions.change_summary import change_summary
 from sessions.event_kinds import KINDS, PULL_REQUEST_KINDS
 from sessions.models import Event, PullRequest, Session
 
 COLLAPSE_LINES = 400
-MAX_HIGHLIGHT = 200_000  # characters; beyond this the patch is shown plain (already truncated)
 
 
 def event_template(kind: str) -> str:
@@ -165,22 +161,22 @@ def panel_updates(events: list[Event], known: dict | None = None) -> dict[str, s
     return updates
 
 
-def highlight_patch(patch: str) -> str:
-    if not patch:
-        return ""
-    if len(patch) > MAX_HIGHLIGHT:
-        return format_html("<pre class='patch'>{}</pre>", patch)
-    return highlight(patch, DiffLexer(), HtmlFormatter(cssclass="patch", nowrap=False))
-
-
 def diff_file(payload: dict) -> dict:
-    """One file of the diff panel: its diff event's payload, highlighted."""
+    """One file of the diff panel: its diff event's payload, rendered for review
+    (sessions.diff_render: both layouts, highlighted by the file's language)."""
     patch = payload.get("patch", "")
+    path = str(payload.get("path", ""))
+    binary = bool(payload.get("binary"))
+    shown = patch
+    if payload.get("patch_omitted"):  # the event log kept the head of a huge patch
+        whole_lines = patch.rsplit("\n", 1)[0]  # the last line may be cut short
+        shown = f"{whole_lines}\n{diff_render.TRUNCATED}\n"
     return {
         **payload,
         "lines": patch.count("\n"),
         "collapsed": patch.count("\n") > COLLAPSE_LINES,
-        "html": highlight_patch(patch) if not payload.get("binary") else "",
+        "key": diff_render.file_key(path, patch),
+        "view": diff_render.render_patch(path, shown) if not binary else None,
     }
 
 

@@ -1,6 +1,6 @@
 from django.urls import path, re_path
 
-from sessions import views
+from sessions import review_views, views
 
 app_name = "sessions"
 urlpatterns = [
@@ -17,4 +17,6 @@ urlpatterns = [
     path("<int:pk>/prompts/", views.session_prompt, name="prompt"),
     path("<int:pk>/stop/", views.session_stop, name="stop"),
     path("<int:pk>/merge/", views.session_merge, name="merge"),
+    path("<int:pk>/diff/file/", review_views.diff_file_context, name="diff-file"),
+    path("<int:pk>/diff/viewed/", review_views.diff_file_viewed, name="diff-viewed"),
 ]

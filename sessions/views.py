@@ -16,6 +16,7 @@ from accounts import access, roles
 from approvals.gate import ApprovalError
 from sessions import rendering, services
 from sessions.agents import RUNTIME_NAMES
+from sessions.diff_review import diff_files_viewed
 from sessions.forms import ATTACHMENTS, IMAGE_SUFFIXES, NewSessionForm
 from sessions.models import Attachment, Session, State
 from sessions.pulls import request_merge
@@ -147,6 +148,8 @@ def session_detail(request: HttpRequest, pk: int) -> HttpResponse:
         "has_older": first_seq > 1,
         **rendering.panel_context(session),
         "agents": RUNTIME_NAMES,
+        # This viewer's own marks, applied in the browser: the panel is the same for everyone.
+        "diff_viewed": diff_files_viewed(session=session, user=request.user),
     }
     return render(request, "sessions/detail.html", context)
 

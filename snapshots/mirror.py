@@ -27,9 +27,29 @@ class MirrorError(RuntimeError):
     """git could not fetch or read the repository; the message carries git's own reason."""
 
 
+class BlobTooLarge(ValueError):
+    """A file asked for is larger than the caller takes (`size`: its bytes)."""
+
+    def __init__(self, size: int) -> None:
+        super().__init__(f"{size} bytes")
+        self.size = size
+
+
 def _git(
     *args: str, cwd: Path | None = None, timeout: int = GIT_TIMEOUT, env: dict | None = None
 ) -> str:
+    result = _run_git(args, cwd=cwd, timeout=timeout, env=env, text=True)
+    return result.stdout
+
+
+def _git_bytes(*args: str, cwd: Path | None = None, timeout: int = GIT_TIMEOUT) -> bytes:
+    """_git for output that need not be text (a blob)."""
+    return _run_git(args, cwd=cwd, timeout=timeout, env=None, text=False).stdout
+
+
+def _run_git(
+    args: tuple[str, ...], *, cwd: Path | None, timeout: int, env: dict | None, text: bool
+) -> subprocess.CompletedProcess:
     env = {
         "PATH": os.environ.get("PATH", "/usr/bin:/bin"),
         "HOME": str(settings.DATA_DIR),
@@ -40,18 +60,36 @@ def _git(
     }
     try:
         result = subprocess.run(
-            ["git", *args], cwd=cwd, env=env, capture_output=True, text=True, timeout=timeout
+            ["git", *args], cwd=cwd, env=env, capture_output=True, text=text, timeout=timeout
         )
     except subprocess.TimeoutExpired:
         raise MirrorError(f"git {args[0]} took longer than {timeout} s") from None
     if result.returncode != 0:
-        raise MirrorError(git_reason(result.stderr) or f"git exited {result.returncode}")
-    return result.stdout
+        stderr = result.stderr if text else result.stderr.decode(errors="replace")
+        raise MirrorError(git_reason(stderr) or f"git exited {result.returncode}")
+    return result
 
 
 def git(*args: str, cwd: Path | None = None, env: dict | None = None) -> str:
     """git on the worker (mirror side), with git's own reason in a MirrorError on failure."""
     return _git(*args, cwd=cwd, env=env)
+
+
+def read_blob(mirror: Path, commit: str, path: str, *, max_bytes: int) -> bytes | None:
+    """The bytes of `path` at `commit`, read from git objects only (a committed symbolic link
+    is its target's name; nothing on the host is followed); None when the mirror has no such
+    commit or file; BlobTooLarge when it is larger than `max_bytes`."""
+    spec = f"{commit}:{path}"
+    try:
+        size = int(_git("cat-file", "-s", spec, cwd=mirror).strip())
+    except (MirrorError, ValueError):
+        return None
+    if size > max_bytes:
+        raise BlobTooLarge(size)
+    try:
+        return _git_bytes("cat-file", "blob", spec, cwd=mirror)
+    except MirrorError:
+        return None
 
 
 def is_ancestor(repo: Path, commit: str, of: str) -> bool:

@@ -92,7 +92,120 @@
     form.appendChild(field);
   }, true);
 
+  // -- The diff: its layout (this browser remembers it) and this viewer's "viewed" marks. ------
+  // The panel is rendered once for every viewer (and replaced as new diffs stream in), so
+  // whatever is one viewer's own is applied here, from the page, after every swap.
+  var LAYOUT_KEY = "inspect.diffLayout";
+  var viewed = null;
+
+  function csrfToken() {
+    return JSON.parse(document.body.getAttribute("hx-headers") || "{}")["X-CSRFToken"] || "";
+  }
+
+  function applyLayout(layout) {
+    var section = document.getElementById("diff-section");
+    if (!section || (layout !== "unified" && layout !== "split")) return;
+    section.dataset.layout = layout;
+    section.querySelectorAll(".diff-layout button").forEach(function (button) {
+      button.setAttribute("aria-pressed", String(button.dataset.layout === layout));
+    });
+  }
+
+  function viewedKeys() {
+    if (viewed === null) {
+      var data = document.getElementById("diff-viewed");
+      viewed = new Set(data ? JSON.parse(data.textContent) : []);
+    }
+    return viewed;
+  }
+
+  function showViewed(file, on, collapse) {
+    file.classList.toggle("viewed", on);
+    var box = file.querySelector(".viewed-box");
+    if (box) box.checked = on;
+    if (on && collapse) file.open = false;
+    var item = document.querySelector('#diff ul.files li[data-key="' + file.dataset.key + '"]');
+    if (item) item.classList.toggle("viewed", on);
+  }
+
+  function applyViewed() {
+    // Once per panel: a file its viewer opened again stays open until the panel is replaced.
+    var panel = document.getElementById("diff");
+    if (!panel || panel.dataset.viewedApplied) return;
+    panel.dataset.viewedApplied = "1";
+    var keys = viewedKeys();
+    document.querySelectorAll("#diff details.file").forEach(function (file) {
+      showViewed(file, keys.has(file.dataset.key), true);
+    });
+  }
+
+  function status(text) {
+    var line = document.getElementById("diff-status");
+    if (line) line.textContent = text;
+  }
+
+  function markViewed(box) {
+    var file = box.closest("details.file");
+    var section = document.getElementById("diff-section");
+    if (!file || !section) return;
+    var on = box.checked;
+    showViewed(file, on, true);
+    var body = new URLSearchParams({path: box.dataset.path, key: box.dataset.key, viewed: on ? "1" : "0"});
+    fetch(section.dataset.viewedUrl, {
+      method: "POST", body: body, credentials: "same-origin",
+      headers: {"X-CSRFToken": csrfToken(), "Accept": "application/json"},
+    }).then(function (response) {
+      return response.json().catch(function () { return {}; }).then(function (answer) {
+        if (!response.ok) throw new Error(answer.error || "the server answered " + response.status);
+        if (on) viewedKeys().add(box.dataset.key); else viewedKeys().delete(box.dataset.key);
+        status("");
+      });
+    }).catch(function (error) {
+      showViewed(file, !on, false); // nothing was saved: show what is true
+      status("Could not save “viewed” for " + box.dataset.path + ": " + error.message);
+    });
+  }
+
+  document.addEventListener("change", function (evt) {
+    if (evt.target && evt.target.classList && evt.target.classList.contains("viewed-box")) {
+      markViewed(evt.target);
+    }
+  });
+
+  // "Show the whole file": a refusal (binary, too large, gone) is shown beside the button,
+  // and the diff stays; a success replaces the hunks with the whole file.
+  document.addEventListener("htmx:beforeSwap", function (evt) {
+    var elt = evt.detail.requestConfig && evt.detail.requestConfig.elt; // detail.elt: the target
+    if (!elt || !elt.classList || !elt.classList.contains("whole-file")) return;
+    if (evt.detail.xhr.status >= 400) {
+      var note = elt.parentNode.querySelector(".whole-file-status");
+      if (!note) {
+        note = document.createElement("span");
+        note.className = "whole-file-status";
+        note.setAttribute("role", "status");
+        elt.parentNode.appendChild(note);
+      }
+      evt.detail.shouldSwap = true;
+      evt.detail.isError = false;
+      evt.detail.target = note;
+    } else {
+      elt.hidden = true;
+    }
+  });
+
+  document.addEventListener("htmx:wsAfterMessage", applyViewed);
+  document.addEventListener("DOMContentLoaded", function () {
+    try { applyLayout(localStorage.getItem(LAYOUT_KEY) || "unified"); } catch (e) { /* private mode */ }
+    applyViewed();
+  });
+
   document.addEventListener("click", function (evt) {
+    var layout = evt.target && evt.target.closest && evt.target.closest(".diff-layout button");
+    if (layout) {
+      applyLayout(layout.dataset.layout);
+      try { localStorage.setItem(LAYOUT_KEY, layout.dataset.layout); } catch (e) { /* private mode */ }
+      return;
+    }
     if (evt.target && evt.target.id === "jump-live") {
       var box = document.getElementById("log");
       box.scrollTop = box.scrollHeight;

@@ -8,6 +8,7 @@ import os
 import pytest
 from django.conf import settings
 
+from tests.sessions.review_fixtures import reviewed_change  # noqa: F401
 from tests.sessions.stream.conftest import running_daphne
 
 # Playwright's sync API runs an event loop in this thread; the test's own ORM calls are sync.

@@ -35,7 +35,7 @@ def test_the_diff_view_lists_files_with_counts_and_highlights(client, team, sess
     client.force_login(team.engineer)
     page = client.get(session.get_absolute_url()).content.decode()
     assert "<code>app.py</code>" in page and "+1" in page and "−1" in page
-    assert 'class="gi"' in page  # the added line is highlighted
+    assert '<tr class="add" data-new="1">' in page  # the added line is marked
     assert "Binary file changed." in page
 
 
@@ -50,6 +50,7 @@ def test_a_huge_diff_is_collapsed_and_does_not_stall_the_page(client, team, sess
     response = client.get(session.get_absolute_url())
     assert response.status_code == 200
     assert "collapsed" in response.content.decode()
+    assert "The patch was cut here" in response.content.decode()  # the log kept its head
     assert len(response.content) < 2_000_000  # the stored patch is capped; the page stays small
 
 

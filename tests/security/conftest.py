@@ -7,4 +7,5 @@ from tests.sessions.agents.conftest import fake_model  # noqa: F401
 from tests.sessions.agents.gateway_fixtures import gateway_boxes, platform_gateway  # noqa: F401
 from tests.sessions.preview.test_preview_websockets import ws_session  # noqa: F401
 from tests.sessions.pulls.conftest import publishing  # noqa: F401
+from tests.sessions.review_fixtures import reviewed_change  # noqa: F401
 from tests.sessions.terminal.conftest import cookies, live_session, terminal_daphne  # noqa: F401

@@ -119,7 +119,9 @@ async def test_n_viewers_cause_one_render_per_batch_and_get_identical_bytes(
     assert "&lt;b&gt;&amp;&lt;/b&gt;" in everything and "<b>&</b>" not in everything
     last_diff = everything[everything.rindex('<div id="diff"') :]
     diff = await in_thread(rendering.latest_diff, watched_session.pk)
-    page_diff = render_to_string("sessions/panels/diff.html", {"diff": diff, "oob": True})
+    page_diff = render_to_string(
+        "sessions/panels/diff.html", {"diff": diff, "oob": True, "session": watched_session}
+    )
     assert last_diff.startswith(page_diff)
     assert page_diff.count('class="file"') == 4  # three files, then a fourth of the same turn
     # The risk summary follows the same diff, from the events, as the page renders it.
