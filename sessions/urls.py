@@ -17,4 +17,6 @@ urlpatterns = [
     path("<int:pk>/prompts/", views.session_prompt, name="prompt"),
     path("<int:pk>/stop/", views.session_stop, name="stop"),
     path("<int:pk>/merge/", views.session_merge, name="merge"),
+    path("<int:pk>/review/comments/", views.session_review_comment, name="review_comment"),
+    path("<int:pk>/review/", views.session_review_submit, name="review_submit"),
 ]
