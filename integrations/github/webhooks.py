@@ -291,6 +291,9 @@ def _review_feedback(link: GitHubLink, pr: PullRequest, review: dict, ref: str) 
     """A review with line comments or "changes requested" becomes one follow-up prompt from
     the reviewer (once per review id); returns what happened ("" for a review that asks
     nothing)."""
+    if (review.get("user") or {}).get("type") == "Bot":
+        # The App's own replies to comments arrive as reviews too: they ask nothing.
+        return "a review by a bot asks the agent nothing"
     key = f"github-review-{review.get('id')}"
     if ReviewFeedback.objects.filter(key=key).exists():
         return f"review {review.get('id')} already queued its comments"

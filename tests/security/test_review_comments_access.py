@@ -105,3 +105,13 @@ def test_the_dashboard_review_checks_membership_role_and_csrf(reviewed, team):
     assert hosted.status_code == 400 and "review it there" in hosted.content.decode()
     assert not ReviewComment.objects.exists()
     assert Prompt.objects.filter(session=session).count() == 1
+
+
+def test_a_review_by_a_bot_such_as_the_apps_own_replies_asks_nothing(reviewed, team):
+    """Replying to a comment makes GitHub send a review by the App: it is not a request."""
+    bot = {"login": "inspect-web[bot]", "id": 9919, "type": "Bot"}
+    reviewed.submit_review(REPO, 1, state="CHANGES_REQUESTED", body="Replying.",
+                           comments=COMMENTS[:1], by=bot)  # fmt: skip
+    session = reviewed.session
+    assert Prompt.objects.filter(session=session).count() == 1
+    assert refusals(session) == [] and not ReviewComment.objects.exists()
