@@ -5,8 +5,9 @@ it came from."""
 
 import pytest
 
-from sessions.models import Event, Prompt, ReviewComment
+from sessions.models import Event, Prompt, PullRequest, ReviewComment, ReviewEvent
 from sessions.runner import drive_session
+from tests.sessions.pulls.conftest import publishing  # noqa: F401 - a fixture
 
 pytestmark = pytest.mark.django_db
 
@@ -96,3 +97,28 @@ def test_a_draft_whose_line_a_later_turn_removed_goes_on_its_file(
     prompt = Prompt.objects.get(session=session_id, order=3)
     assert "1. `greeting.txt` (line 3 no longer exists after a later change" in prompt.text
     assert "+friend" in prompt.text  # the code it was on, as it was
+
+
+@pytest.mark.usefixtures("publishing")
+def test_a_local_pull_requests_review_counts_and_its_answer_is_pushed(
+    ready_repo, create_session, client, team
+):
+    code, summary, err = create_session("--prompt", "add a greeting", "--agent-command", AGENT,
+                                        "--inline", "--as", "engineer")  # fmt: skip
+    assert code == 0 and summary["state"] == "pr_open", err
+    pr = PullRequest.objects.get(session_id=summary["id"])
+    first_head = pr.head_sha
+    client.force_login(team.admin)
+    comment(client, pr.session_id, path="greeting.txt", line="1", body="Say hi instead.")
+    client.post(f"/sessions/{pr.session_id}/review/", {"changes_requested": "1"})
+    review = ReviewEvent.objects.get(pull_request=pr)
+    assert (review.kind, review.reviewer) == ("changes_requested", team.admin)
+    pr.refresh_from_db()
+    assert pr.first_review_at is not None and pr.review_rounds == 1
+
+    drive_session(pr.session_id)
+    pr.refresh_from_db()
+    assert pr.head_sha != first_head  # the answer was pushed to the pull request's branch
+    assert ready_repo.upstream.git("show", f"{pr.branch}:greeting.txt") == "hi\nworld\n"
+    [answered] = ReviewComment.objects.filter(session=pr.session_id)
+    assert (answered.state, answered.resolved_commit) == ("answered", pr.head_sha)
