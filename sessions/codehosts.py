@@ -99,6 +99,11 @@ class LocalHost:
     def update_pull(self, pr, *, body: str) -> None:
         """Bring the PR's description up to date (here it lives in the PullRequest row)."""
 
+    def reply_to_review_comment(self, pr, comment_id: str, body: str) -> str:
+        """Post `body` as a reply to the host's review comment `comment_id`; returns the
+        reply's URL. Here the review is the dashboard's own: its replies live on the page."""
+        return ""
+
     def merge(self, pr, *, merged_by) -> str:
         """Merge the branch into the base in the mirror, push the base; returns the merge sha."""
         mirror_dir = mirror.mirror_path(self.repository.name)

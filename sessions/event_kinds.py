@@ -106,6 +106,15 @@ class Review(TypedDict):
     message: str
 
 
+class ReviewAnswered(TypedDict):
+    """After a turn that answered review comments: replies posted, and the resolving commit."""
+
+    turn: int
+    comments: int  # how many comments were answered
+    commit: str  # the turn's commit ("" when it changed nothing)
+    message: str
+
+
 class Prompt(TypedDict):
     prompt: int
     order: int
@@ -309,6 +318,7 @@ EVENT_KINDS: tuple[EventKind, ...] = (
     EventKind("pull_request_reverted", PullRequestReverted, closed=True),
     EventKind("pull_request_pushed_outside", PullRequestPushedOutside, closed=True),
     EventKind("review", Review, closed=True),
+    EventKind("review_answered", ReviewAnswered, closed=True),
     EventKind("prompt", Prompt, closed=True),
     EventKind("terminal", Terminal, closed=True),
     EventKind("model_request", ModelRequestMetered, closed=True),

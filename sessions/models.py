@@ -337,3 +337,88 @@ class ViewedFile(models.Model):
 
     def __str__(self) -> str:
         return f"{self.path} viewed by {self.user_id} in session {self.session_id}"
+
+
+class ReviewFeedback(models.Model):
+    """One submitted review that asked the agent for changes (line comments, or "changes
+    requested"), from the code host or the dashboard: it becomes one follow-up prompt. `key`
+    (the host's review id, or the dashboard's) makes a redelivered review queue nothing new."""
+
+    class Source(models.TextChoices):
+        GITHUB = "github"
+        DASHBOARD = "dashboard"
+
+    repository_path = "session__repository"
+
+    session = models.ForeignKey(Session, on_delete=models.CASCADE, related_name="review_feedback")
+    key = models.CharField(max_length=100, unique=True)
+    source = models.CharField(max_length=20, choices=Source.choices)
+    reviewer = models.ForeignKey(
+        settings.AUTH_USER_MODEL, null=True, blank=True, on_delete=models.SET_NULL,
+        related_name="+",
+    )  # fmt: skip
+    reviewer_login = models.CharField(max_length=100, blank=True)
+    state = models.CharField(max_length=30, blank=True, help_text="approved, commented, …")
+    body = models.TextField(blank=True)
+    commit = models.CharField(max_length=64, blank=True, help_text="The head it reviewed.")
+    url = models.CharField(max_length=500, blank=True)
+    prompt = models.ForeignKey(
+        Prompt, null=True, blank=True, on_delete=models.SET_NULL, related_name="review_feedback",
+        help_text="The follow-up prompt it became (none when it was refused).",
+    )  # fmt: skip
+    refusal = models.TextField(blank=True, help_text="Why it did not become a prompt.")
+    created_at = models.DateTimeField(default=timezone.now)
+
+    class Meta:
+        ordering = ["created_at"]
+
+    def __str__(self) -> str:
+        return f"review {self.key} of session {self.session_id}"
+
+
+class ReviewComment(models.Model):
+    """A reviewer's comment on one line (or, when that line is gone, one file) of a session's
+    change. A dashboard comment is a draft (no `feedback`) until its author submits the review.
+    Answered after the turn its prompt ran: the agent's reply and the commit that resolved it."""
+
+    class State(models.TextChoices):
+        DRAFT = "draft"
+        QUEUED = "queued", "waiting for the agent"
+        ANSWERED = "answered"
+        REPLY_FAILED = "reply_failed", "answered, reply not posted"
+        REFUSED = "refused", "not sent to the agent"
+
+    repository_path = "session__repository"
+
+    session = models.ForeignKey(Session, on_delete=models.CASCADE, related_name="review_comments")
+    feedback = models.ForeignKey(
+        ReviewFeedback, null=True, blank=True, on_delete=models.CASCADE, related_name="comments"
+    )
+    external_id = models.CharField(
+        max_length=100, null=True, blank=True, unique=True, help_text="The host's comment id."
+    )
+    author = models.ForeignKey(
+        settings.AUTH_USER_MODEL, null=True, blank=True, on_delete=models.SET_NULL,
+        related_name="+",
+    )  # fmt: skip
+    author_login = models.CharField(max_length=100, blank=True)
+    path = models.CharField(max_length=1000)
+    line = models.PositiveIntegerField(null=True, blank=True, help_text="None: the whole file.")
+    side = models.CharField(max_length=5, default="RIGHT")
+    quoted = models.TextField(blank=True, help_text="The code the comment is on.")
+    note = models.CharField(max_length=300, blank=True, help_text="Why it is on the file.")
+    body = models.TextField()
+    url = models.CharField(max_length=500, blank=True)
+    state = models.CharField(max_length=20, choices=State.choices, default=State.DRAFT)
+    reply = models.TextField(blank=True)
+    reply_url = models.CharField(max_length=500, blank=True)
+    resolved_commit = models.CharField(max_length=64, blank=True)
+    answered_at = models.DateTimeField(null=True, blank=True)
+    created_at = models.DateTimeField(default=timezone.now)
+
+    class Meta:
+        ordering = ["session", "created_at", "pk"]
+        indexes = [models.Index(fields=["session", "state"], name="review_comment_state_idx")]
+
+    def __str__(self) -> str:
+        return f"comment on {self.path}:{self.line or '-'} of session {self.session_id}"

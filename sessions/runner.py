@@ -23,6 +23,7 @@ from sessions import (
     conversations,
     database_outage,
     model_access,
+    review_comments,
     services,
     states,
     turn_audit,
@@ -208,6 +209,10 @@ class TurnRunner:
             services.clear_stop(self.session.pk)
             # Published before the turn's end state, so whoever waits for that sees the PR.
             self._publish(sandbox)
+            # The review comments this turn answered get the agent's answer as their reply.
+            review_comments.review_comments_answer(
+                session=self.session, prompt=prompt, commit=self.commit
+            )
             resting = self._resting_state()
             self._to(resting, reason="stopped by " + stopped if stopped else "")
             self._audit_changes(ended=resting, stopped_by=stopped)

@@ -19,4 +19,6 @@ urlpatterns = [
     path("<int:pk>/merge/", views.session_merge, name="merge"),
     path("<int:pk>/diff/file/", review_views.diff_file_context, name="diff-file"),
     path("<int:pk>/diff/viewed/", review_views.diff_file_viewed, name="diff-viewed"),
+    path("<int:pk>/review/comments/", views.session_review_comment, name="review_comment"),
+    path("<int:pk>/review/", views.session_review_submit, name="review_submit"),
 ]

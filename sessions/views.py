@@ -14,7 +14,7 @@ from django.views.decorators.http import require_POST
 
 from accounts import access, roles
 from approvals.gate import ApprovalError
-from sessions import rendering, services
+from sessions import rendering, review_comments, services
 from sessions.agents import RUNTIME_NAMES
 from sessions.diff_review import diff_files_viewed
 from sessions.forms import ATTACHMENTS, IMAGE_SUFFIXES, NewSessionForm
@@ -137,10 +137,18 @@ def session_detail(request: HttpRequest, pk: int) -> HttpResponse:
     session = access.get_visible_or_404(
         request.user, Session.objects.select_related("repository", "creator", "snapshot"), pk=pk
     )
+    return _detail_page(request, session)
+
+
+def _detail_page(
+    request: HttpRequest, session: Session, *, status: int = 200, **extra
+) -> HttpResponse:
+    """The session page; `extra`: what a refused form gets back (its input and the error)."""
     # seq is gap-free, so the newest page is a range on the (session, seq) index: no sort of
     # the whole log, whatever the planner's statistics say about a session still growing.
     events = list(session.events.filter(seq__gt=session.last_seq - PAGE_EVENTS).order_by("seq"))
     first_seq = events[0].seq if events else 0
+    comments = review_comments.review_comments_for(session)
     context = {
         "session": session,
         "events_html": mark_safe(rendering.render_events(events)),  # noqa: S308 - escaped templates
@@ -150,8 +158,13 @@ def session_detail(request: HttpRequest, pk: int) -> HttpResponse:
         "agents": RUNTIME_NAMES,
         # This viewer's own marks, applied in the browser: the panel is the same for everyone.
         "diff_viewed": diff_files_viewed(session=session, user=request.user),
+        "review_comments": comments,
+        "review_drafts": sum(
+            1 for c in comments if c.state == c.State.DRAFT and c.author_id == request.user.pk
+        ),
+        **extra,
     }
-    return render(request, "sessions/detail.html", context)
+    return render(request, "sessions/detail.html", context, status=status)
 
 
 @login_required
@@ -236,3 +249,42 @@ def session_merge(request: HttpRequest, pk: int) -> HttpResponse:
             request, f"Merge requested (approval #{approval.pk}); a reviewer decides in Approvals."
         )
     return redirect(session)
+
+
+@login_required
+@require_POST
+def session_review_comment(request: HttpRequest, pk: int) -> HttpResponse:
+    """Add a line comment to the user's review of a local repository's session (a draft
+    until the review is submitted). Refused input comes back in the form with the reason."""
+    session = access.get_visible_or_404(request.user, Session.objects.all(), pk=pk)
+    form = {k: request.POST.get(k, "") for k in ("path", "line", "body")}
+    try:
+        review_comments.dashboard_comment_add(session=session, author=request.user, **form)
+    except (services.SessionError, PermissionDenied) as exc:
+        form["error"] = f"The comment was not added: {exc}"
+        return _detail_page(request, session, status=400, review_form=form)
+    messages.success(
+        request, "Comment added to your review; submit the review to send it to the agent."
+    )
+    return redirect(session.get_absolute_url() + "#review")
+
+
+@login_required
+@require_POST
+def session_review_submit(request: HttpRequest, pk: int) -> HttpResponse:
+    """Submit the user's draft comments as one review: one follow-up prompt for the agent."""
+    session = access.get_visible_or_404(request.user, Session.objects.all(), pk=pk)
+    body = request.POST.get("body", "")
+    try:
+        feedback = review_comments.dashboard_review_submit(
+            session=session, reviewer=request.user, body=body,
+            changes_requested=bool(request.POST.get("changes_requested")),
+        )  # fmt: skip
+    except (services.SessionError, PermissionDenied) as exc:
+        messages.error(request, f"The review was not submitted: {exc}")
+        return _detail_page(request, session, status=400, review_summary=body)
+    messages.success(
+        request,
+        f"Review submitted: follow-up prompt {feedback.prompt.order} queued for the agent.",
+    )
+    return redirect(session.get_absolute_url() + "#review")

@@ -213,6 +213,63 @@ class GitHubHost(LocalHost):
                 f"{_message(exc)})"
             ) from None
 
+    def review_comments(self, pr, review_id: int) -> list[dict]:
+        """The line comments of one review of `pr`, in GitHub's REST shape
+        (GET /repos/{o}/{r}/pulls/{n}/reviews/{id}/comments, every page). CodeHostError when
+        GitHub cannot be asked or refuses."""
+        path = f"/repos/{self.link.full_name}/pulls/{pr.number}/reviews/{int(review_id)}/comments"
+        return self._list(path)
+
+    def _list(self, path: str) -> list[dict]:
+        """Every page of a REST list as the App; a refused token is replaced once. (Directly:
+        PyGithub's list items fetch each item again when their raw data is read.)"""
+        items: list[dict] = []
+        url: str | None = f"{app_settings.api_url()}{path}?per_page=100"
+        while url:
+            response = self._get(url)
+            if response.status_code == 401:
+                response = self._get(url, refresh=True)
+                if response.status_code == 401:
+                    raise CodeHostError(self._refused_twice())
+            try:
+                data = response.json() if response.status_code == 200 else None
+            except ValueError:
+                data = None
+            if not isinstance(data, list):
+                raise CodeHostError(
+                    f"GitHub answered {response.status_code} to GET {path}: "
+                    f"{_response_message(response)}"
+                )
+            items += data
+            url = response.links.get("next", {}).get("url")
+        return items
+
+    def _get(self, url: str, *, refresh: bool = False) -> httpx.Response:
+        headers = {
+            "Authorization": f"token {self.token(refresh=refresh)}",
+            "Accept": "application/vnd.github+json",
+            "X-GitHub-Api-Version": "2022-11-28",
+        }
+        try:
+            return httpx.get(url, headers=headers, timeout=30)
+        except httpx.HTTPError as exc:
+            raise CodeHostError(f"GitHub could not be reached: {exc}") from None
+
+    def reply_to_review_comment(self, pr, comment_id: str, body: str) -> str:
+        """POST /repos/{o}/{r}/pulls/{n}/comments/{comment_id}/replies, as the App."""
+        try:
+            reply = self._with_app(
+                lambda repo: repo.get_pull(pr.number).create_review_comment_reply(
+                    int(comment_id), body
+                )
+            )
+        except GithubException as exc:
+            raise CodeHostError(
+                f"GitHub refused the reply to review comment {comment_id} on #{pr.number} "
+                f"({exc.status}: {_message(exc)})"
+            ) from None
+        return reply.html_url or ""
+
     def merge(self, pr, *, merged_by) -> str:
         def merge(repo):
             pull = repo.get_pull(pr.number)

@@ -38,6 +38,7 @@ PERMISSIONS = {
 EVENTS = [
     "pull_request",
     "pull_request_review",
+    "pull_request_review_comment",
     "issue_comment",
     "push",
     "check_suite",

@@ -7,7 +7,11 @@ wrongly signed one is refused (401) and nothing is recorded. Each `X-GitHub-Deli
 once: it is recorded as a WebhookDelivery in the same transaction as its effects, so a
 redelivery after success changes nothing and a redelivery after a crash applies it again. The
 delivery id is not signed, so effects that are not idempotent by nature are keyed too: a review
-is recorded once per review id, a comment queues at most one prompt.
+is recorded once per review id, a comment queues at most one prompt, a review's comments
+queue at most one prompt (sessions/review_comments.py).
+A submitted review that asks for changes reads its line comments from GitHub with the App's
+token; when GitHub cannot be asked, nothing is recorded and the answer is 502, so the
+delivery can be redelivered.
 Events and actions this module does not handle, and repositories not linked here, are answered
 202 with the reason and not recorded.
 """
@@ -34,10 +38,12 @@ from accounts import access, roles
 from approvals import audit
 from inspect_web.sealing import SecretsUnavailable
 from integrations.github import app_settings
+from integrations.github.codehost import github_host_for
 from integrations.github.models import GitHubLink, WebhookDelivery
-from sessions import pulls
+from sessions import pulls, review_comments
+from sessions.codehosts import CodeHostError
 from sessions.events import append_event
-from sessions.models import PullRequest, ReviewEvent
+from sessions.models import PullRequest, ReviewEvent, ReviewFeedback
 from sessions.services import SessionError, prompt_queue
 from sessions.totals import totals_changed
 
@@ -63,6 +69,11 @@ class Answer:
 
 class Ignored(Exception):
     """The delivery is understood but there is nothing here to apply it to (answered 202)."""
+
+
+class Unavailable(Exception):
+    """What the delivery needs from GitHub cannot be read now: nothing is recorded (502), so
+    a redelivery applies it."""
 
 
 def signature_is_valid(body: bytes, signature: str | None) -> bool:
@@ -132,6 +143,9 @@ def webhook_receive(
     except Ignored as exc:
         log.info("GitHub webhook %s (%s %s) ignored: %s", delivery_id, event, action, exc)
         return Answer(202, f"ignored: {exc}")
+    except Unavailable as exc:
+        log.warning("GitHub webhook %s (%s %s) not applied: %s", delivery_id, event, action, exc)
+        return Answer(502, f"not applied: {exc}; redeliver it once GitHub answers")
     return Answer(200, outcome)
 
 
@@ -262,10 +276,111 @@ def on_pull_request_review(link: GitHubLink, payload: dict) -> str:
         reviewer=user_for_github_id(user.get("id")), login=login,
         commit=review.get("commit_id") or "", at=at, where=" on GitHub",
     )  # fmt: skip
-    if not recorded:
-        return f"review {review.get('id')} on {ref} was already recorded"
-    _audit(pr, "pull_request.review", {"on": ref, "by": login, "kind": kind})
-    return f"{kind} review by {login} on {ref}"
+    if recorded:
+        _audit(pr, "pull_request.review", {"on": ref, "by": login, "kind": kind})
+    outcome = (
+        f"{kind} review by {login} on {ref}"
+        if recorded
+        else f"review {review.get('id')} on {ref} was already recorded"
+    )
+    asked = _review_feedback(link, pr, review, ref)
+    return f"{outcome}; {asked}" if asked else outcome
+
+
+def _review_feedback(link: GitHubLink, pr: PullRequest, review: dict, ref: str) -> str:
+    """A review with line comments or "changes requested" becomes one follow-up prompt from
+    the reviewer (once per review id); returns what happened ("" for a review that asks
+    nothing)."""
+    if (review.get("user") or {}).get("type") == "Bot":
+        # The App's own replies to comments arrive as reviews too: they ask nothing.
+        return "a review by a bot asks the agent nothing"
+    key = f"github-review-{review.get('id')}"
+    if ReviewFeedback.objects.filter(key=key).exists():
+        return f"review {review.get('id')} already queued its comments"
+    state = str(review.get("state", "")).lower()
+    comments, unread = _line_comments(link, pr, review.get("id"))
+    body = review.get("body") or ""
+    if not review_comments.asks_for_changes(state, comments) or (not comments and not body):
+        return unread if state == review_comments.ASKS_FOR_CHANGES else ""
+    author = review.get("user") or {}
+    login = author.get("login", "")
+    reviewer, refusal = _github_member(author)
+    feedback = review_comments.review_feedback_queue(
+        session=pr.session, key=key, source="github", reviewer=reviewer, login=login,
+        state=state, body=body, comments=comments, commit=review.get("commit_id") or "",
+        url=review.get("html_url") or "", where=f" on {ref}", refusal=refusal,
+    )  # fmt: skip
+    if feedback is None:
+        return f"review {review.get('id')} already queued its comments"
+    if feedback.refusal:
+        return f"its comments were not queued: {feedback.refusal}"
+    return (
+        f"follow-up prompt {feedback.prompt.order} queued with {len(comments)} "
+        f"comment{'s' if len(comments) != 1 else ''}"
+    )
+
+
+def _line_comments(
+    link: GitHubLink, pr: PullRequest, review_id: Any
+) -> tuple[list[review_comments.LineComment], str]:
+    """The review's line comments read from GitHub, and a note when they could not be read
+    because no App is configured here. Unavailable when GitHub does not answer."""
+    try:
+        configured = app_settings.app_configured()
+    except SecretsUnavailable as exc:
+        raise Unavailable(f"the GitHub App's private key cannot be read: {exc}") from None
+    host = github_host_for(link.repository) if configured else None
+    if host is None:
+        return [], "its line comments were not read: no GitHub App is configured here"
+    try:
+        raw = host.review_comments(pr, int(review_id))
+    except (CodeHostError, TypeError, ValueError) as exc:
+        raise Unavailable(f"the comments of review {review_id} could not be read: {exc}") from None
+    return [_line_comment(c) for c in raw if (c.get("user") or {}).get("type") != "Bot"], ""
+
+
+def _line_comment(comment: dict) -> review_comments.LineComment:
+    """GitHub's review comment as the session keeps it. GitHub sets `line` to null on a
+    comment whose line a later push removed (outdated): it is put on its file with a note."""
+    line = comment.get("line")
+    note = ""
+    if comment.get("subject_type") != "file" and not isinstance(line, int):
+        line = None
+        was = comment.get("original_line")
+        note = (
+            f"line {was} it was on no longer exists after a later push; the comment is on the file"
+        )
+    return review_comments.LineComment(
+        path=str(comment.get("path") or ""), line=line if isinstance(line, int) else None,
+        body=str(comment.get("body") or ""), side=str(comment.get("side") or "RIGHT"),
+        quoted=review_comments.quote_from_hunk(str(comment.get("diff_hunk") or "")), note=note,
+        external_id=str(comment.get("id")), url=str(comment.get("html_url") or ""),
+    )  # fmt: skip
+
+
+def _github_member(author: dict) -> tuple[Any, str]:
+    """The user here signed in with this GitHub account, or a refusal saying there is none
+    (whether they may prompt is the session's rule, checked where the prompt is queued)."""
+    user = user_for_github_id(author.get("id"))
+    if user is None:
+        return None, f"@{author.get('login', '')} has no account here signed in with GitHub"
+    return user, ""
+
+
+# -- pull_request_review_comment --------------------------------------------------------------
+def on_pull_request_review_comment(link: GitHubLink, payload: dict) -> str:
+    """A line comment: part of a review, whose `pull_request_review` (submitted) delivery
+    queues all its comments as one prompt; recorded here, nothing queued."""
+    if payload.get("action") != "created":
+        raise Ignored(
+            f"pull_request_review_comment action {payload.get('action')!r} is not used here"
+        )
+    comment = payload.get("comment") or {}
+    pr = _pull_request(link, (payload.get("pull_request") or {}).get("number"))
+    return (
+        f"comment {comment.get('id')} on {link.full_name}#{pr.number} belongs to review "
+        f"{comment.get('pull_request_review_id')}, which queues it when submitted"
+    )
 
 
 # -- issue_comment ----------------------------------------------------------------------------
@@ -295,12 +410,9 @@ def on_issue_comment(link: GitHubLink, payload: dict) -> str:
     queued_key = f"issue_comment/{comment.get('id')}"[:100]
     if WebhookDelivery.objects.filter(delivery_id=queued_key).exists():
         return f"comment {comment.get('id')} on {ref} already queued a prompt"
-    user = user_for_github_id(author.get("id"))
+    user, refusal = _github_member(author)
     text = mention.sub("", body).strip()
-    refusal = ""
-    if user is None:
-        refusal = f"@{login} has no account here signed in with GitHub"
-    else:
+    if user is not None:
         try:
             access.require_repo_permission(user, pr.repository, roles.PROMPT_SESSION)
             prompt = prompt_queue(
@@ -374,6 +486,7 @@ def on_installation(link: None, payload: dict) -> str:
 HANDLERS = {
     "pull_request": on_pull_request,
     "pull_request_review": on_pull_request_review,
+    "pull_request_review_comment": on_pull_request_review_comment,
     "issue_comment": on_issue_comment,
     "push": on_push,
     "installation": on_installation,

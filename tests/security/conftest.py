@@ -1,7 +1,7 @@
 from tests.api.conftest import api, forget_stop_requests, token_for  # noqa: F401
 from tests.approvals.conftest import agent_request, agent_session, client_for  # noqa: F401
 from tests.gateway.conftest import fresh_upstream, gateway, mint, start_gateway, upstream  # noqa: F401
-from tests.integrations.github.conftest import deliver, github_pr  # noqa: F401
+from tests.integrations.github.conftest import app_key, deliver, github_pr, github_server  # noqa: F401
 from tests.integrations.slack.conftest import fake_slack  # noqa: F401
 from tests.sessions.agents.conftest import fake_model  # noqa: F401
 from tests.sessions.agents.gateway_fixtures import gateway_boxes, platform_gateway  # noqa: F401

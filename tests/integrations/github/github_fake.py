@@ -1,6 +1,7 @@
 """A local stand-in for GitHub: the REST endpoints the code host uses (through PyGithub and the
 token request PyGithub cannot make), git's smart HTTP for clone, fetch and push, and the App
-manifest flow, installation pages and listings (github_fake_apps.py). The REST API answers at
+manifest flow, installation pages and listings (github_fake_apps.py), and reviews with line
+comments, their webhooks and replies (github_fake_reviews.py). The REST API answers at
 its root (as api.github.com) and under /api/v3 (as GitHub Enterprise Server).
 
 For a person trying the product without GitHub (docs/github.md):
@@ -41,6 +42,7 @@ from tests.integrations.github.github_fake_apps import (
     now,
     send_json,
 )
+from tests.integrations.github.github_fake_reviews import REVIEW_ROUTES, ReviewsMixin
 
 FIXTURES = Path(__file__).parent / "fixtures"
 APP_SLUG = "inspect-web"
@@ -83,7 +85,7 @@ class Token:
     installation: int | None = None
 
 
-class FakeGitHub(AppsMixin):
+class FakeGitHub(AppsMixin, ReviewsMixin):
     def __init__(
         self, root: Path, *, app_id: int | None = None, public_key: str = "", port: int = 0
     ) -> None:
@@ -91,6 +93,7 @@ class FakeGitHub(AppsMixin):
         created through the manifest flow."""
         self.root, self.app_id, self.public_key = root, app_id, public_key
         self.init_apps()
+        self.init_reviews()
         if app_id is not None:
             self.add_app(app_id, APP_SLUG, public_key)
         self.repos: dict[str, FakeRepo] = {}
@@ -172,6 +175,11 @@ class FakeGitHub(AppsMixin):
                 data["review"].update(value)
             else:
                 data[key] = value
+        if event == "pull_request_review":  # the review exists here, as on GitHub
+            with self.lock:
+                self.reviews.setdefault(
+                    data["review"]["id"], {**data["review"], "_pull": (repo.full_name, number)}
+                )
         return data
 
     # -- answering -----------------------------------------------------------------------------
@@ -396,9 +404,16 @@ class FakeGitHub(AppsMixin):
             user = {"login": login, "id": 21031067, "type": "User"}
         else:
             user = {"login": f"{APP_SLUG}[bot]", "id": 9919, "type": "Bot"}
+        return 201, self.new_pull(repo, body, user, head_sha, base_sha, req.api_root)
+
+    def new_pull(
+        self, repo: FakeRepo, body: dict, user: dict, head_sha: str, base_sha: str, api_root: str
+    ) -> dict:
+        """Open a pull request (GitHub's published example with these values put in)."""
+        owner = repo.full_name.split("/")[0]
         number = len(repo.pulls) + 1
         template = json.loads((FIXTURES / "pull_request_opened.json").read_text())["pull_request"]
-        api = f"{req.api_root}/repos/{repo.full_name}/pulls/{number}"
+        api = f"{api_root}/repos/{repo.full_name}/pulls/{number}"
         template.update(
             id=500 + number, number=number, url=api, state="open", title=body["title"],
             body=body.get("body") or "", user=user, draft=bool(body.get("draft")),
@@ -411,7 +426,7 @@ class FakeGitHub(AppsMixin):
         )  # fmt: skip
         with self.lock:
             repo.pulls.append(template)
-        return 201, template
+        return template
 
     def get_pull(self, req, match, query, body):
         repo, error, _ = self._repo_request(req, match)
@@ -473,6 +488,7 @@ class FakeGitHub(AppsMixin):
 
 ROUTES = [
     *API_ROUTES,
+    *REVIEW_ROUTES,
     ("POST", r"/app/installations/(?P<id>\d+)/access_tokens", FakeGitHub.access_tokens),
     ("GET", r"/repos/(?P<owner>[^/]+)/(?P<repo>[^/]+)/installation", FakeGitHub.installation),
     ("GET", r"/repos/(?P<owner>[^/]+)/(?P<repo>[^/]+)/pulls", FakeGitHub.list_pulls),
