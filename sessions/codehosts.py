@@ -44,6 +44,26 @@ class OpenedPull:
     opened_as_app: bool = False
 
 
+@dataclass(frozen=True)
+class CheckReport:
+    """A check run to publish on a pull request's head commit (the turn's verification)."""
+
+    name: str
+    head: str
+    conclusion: str  # success, failure or neutral
+    title: str
+    summary: str  # Markdown, what a reviewer reads on the code host
+    text: str
+    details_url: str
+    external_id: str
+
+
+@dataclass(frozen=True)
+class PublishedCheck:
+    id: int | None
+    url: str
+
+
 def publish_ref(session_id: int) -> str:
     return f"refs/inspect/publish/{session_id}"
 
@@ -98,6 +118,11 @@ class LocalHost:
 
     def update_pull(self, pr, *, body: str) -> None:
         """Bring the PR's description up to date (here it lives in the PullRequest row)."""
+
+    def publish_check(self, pr, report: CheckReport) -> PublishedCheck | None:
+        """Publish `report` as a check run on the PR's head commit; None where the host has no
+        checks (a local repository: the session page's verification panel is the check)."""
+        return None
 
     def merge(self, pr, *, merged_by) -> str:
         """Merge the branch into the base in the mirror, push the base; returns the merge sha."""

@@ -17,4 +17,5 @@ urlpatterns = [
     path("<int:pk>/prompts/", views.session_prompt, name="prompt"),
     path("<int:pk>/stop/", views.session_stop, name="stop"),
     path("<int:pk>/merge/", views.session_merge, name="merge"),
+    path("<int:pk>/ci-fixes/<int:fix>/queue/", views.session_ci_fix_queue, name="ci-fix-queue"),
 ]
