@@ -4,7 +4,9 @@ commit that is not the head, our own `Inspect / verify` check and a repository n
 nothing, and say why."""
 
 import pytest
+from rest_framework.test import APIClient
 
+from api.tokens import token_create
 from approvals.models import AuditEntry
 from integrations.github.models import WebhookDelivery
 from sessions.models import CheckResult, CIFix, Event, Prompt
@@ -38,6 +40,12 @@ def test_a_failed_status_on_the_head_queues_one_fix_turn(deliver, github_pr):
     assert "ci/build already decided a CI fix for this commit (queued)" in other.json()["outcome"]
     assert len(prompts(github_pr)) == 2
     assert CIFix.objects.get().prompt == fix
+    # The REST API says who asked.
+    api = APIClient()
+    token = token_create(user=github_pr.author, name="t", expires_in_days=7)[1]
+    api.credentials(HTTP_AUTHORIZATION=f"Bearer {token}")
+    listed = api.get(f"/api/sessions/{github_pr.session_id}/").json()["prompts"]
+    assert [(p["order"], p["origin"]) for p in listed] == [(1, ""), (2, "ci_fix")]
 
 
 def test_ask_offers_the_fix_and_a_member_who_may_prompt_queues_it(deliver, github_pr, client, team):
