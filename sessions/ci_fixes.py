@@ -66,9 +66,13 @@ class ReportedCheck:
 Details = Callable[[ReportedCheck], tuple[str, str]]
 
 
-def pr_head(pr: PullRequest) -> str:
-    """The PR's head commit: the one recorded, else the one the session last pushed."""
-    return pr.head_sha or published_head(pr.session)
+def is_pr_head(pr: PullRequest, commit: str) -> tuple[bool, str]:
+    """Whether `commit` is the PR's head, and the head: the one recorded or, for a push whose
+    CI reports before publishing recorded it, the one the session last pushed."""
+    if commit and commit == pr.head_sha:
+        return True, commit
+    pushed = published_head(pr.session)
+    return bool(commit) and commit == pushed, pr.head_sha or pushed
 
 
 def record_check(pr: PullRequest, check: ReportedCheck, *, details: Details | None = None) -> str:
@@ -77,8 +81,7 @@ def record_check(pr: PullRequest, check: ReportedCheck, *, details: Details | No
     webhook delivery log keeps it). Call inside a transaction."""
     if not check.url.startswith(("https://", "http://")):
         check = replace(check, url="")  # shown as a link: no javascript: or data: URL
-    head = pr_head(pr)
-    on_head = bool(head) and check.commit == head
+    on_head, head = is_pr_head(pr, check.commit)
     where = f"{check.name} on {check.commit[:12]}"
     seen = CheckResult.objects.select_for_update().filter(key=check.key[:200]).first()
     if seen is not None and (seen.commit, seen.status, seen.conclusion) == (

@@ -178,3 +178,16 @@ def test_the_verify_check_tells_a_reviewer_what_ran(github, create_session):
         "checks": "write"
     }
     assert github.problems == []
+
+
+def test_ci_that_reports_before_the_push_is_recorded_still_finds_the_head(
+    github, create_session, deliver
+):
+    pr = start(create_session)
+    pushed = pr.head_sha
+    # The push reached GitHub and its CI finished before publishing recorded the new head.
+    PullRequest.objects.filter(pk=pr.pk).update(head_sha=_git(github.repo(REPO).path,
+                                                               "rev-parse", "main"))  # fmt: skip
+    answers = ci_finishes(github, deliver, pushed, "failure", summary="1 failed", text=LOG)
+    assert answers[1]["outcome"].endswith("failed: fix turn queued (prompt 2, attempt 1)")
+    assert github.problems == []
