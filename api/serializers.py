@@ -63,8 +63,9 @@ class PromptSerializer(serializers.ModelSerializer):
 
     class Meta:
         model = Prompt
-        fields = ["order", "author", "text", "state", "commit", "created_at", "started_at",
-                  "finished_at"]  # fmt: skip
+        # `origin` "ci_fix": asked by the system on the author's behalf after a failed CI check.
+        fields = ["order", "author", "origin", "text", "state", "commit", "created_at",
+                  "started_at", "finished_at"]  # fmt: skip
 
     def get_author(self, prompt) -> str:
         return prompt.author.get_username()

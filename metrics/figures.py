@@ -43,6 +43,8 @@ class Figures:
     verify_n: int = 0
     snapshot_n: int = 0
     snapshot_s: float = 0.0
+    ci_fixes: int = 0  # fix turns queued after a failed CI check (sessions/ci_fixes.py)
+    ci_fixes_green: int = 0  # of which the check then passed
     # From the percentile query (not additive).
     start_p50_ms: float | None = None
     start_p95_ms: float | None = None
@@ -53,6 +55,7 @@ class Figures:
         ["sessions", "prs", "merged", "closed", "merged_lines", "escaped", "merged_rounds"]
         + ["reviewed", "first_review_s", "merge_s", "review_s", "reviews", "cost_usd"]
         + ["sandbox_s", "retries", "verify_ok", "verify_n", "snapshot_n", "snapshot_s"]
+        + ["ci_fixes", "ci_fixes_green"]
     )
 
     def add(self, other: Figures) -> None:
@@ -118,6 +121,10 @@ class Figures:
     @property
     def verify_pass_rate(self) -> float | None:
         return _ratio(self.verify_ok, self.verify_n)
+
+    @property
+    def ci_fix_green_rate(self) -> float | None:
+        return _ratio(self.ci_fixes_green, self.ci_fixes)
 
     @property
     def escaped_rate(self) -> float | None:

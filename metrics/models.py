@@ -37,6 +37,8 @@ class DailyRollup(models.Model):
     verify_n = models.IntegerField(default=0)
     snapshot_n = models.IntegerField(default=0)
     snapshot_s = models.FloatField(default=0)
+    ci_fixes = models.IntegerField(default=0)
+    ci_fixes_green = models.IntegerField(default=0)
     # Sketches: (first lane, counts), how many values each holds, and the values when few.
     start_first = models.IntegerField(default=0)
     start_counts = models.BinaryField(default=b"")

@@ -46,6 +46,8 @@ COLUMNS: list[Column] = [
     Column("cost_per_merged", "Cost / merged PR", "usd", "cost_per_merged_pr_usd"),
     Column("retries_per_session", "Retries / session", "ratio", "retries_per_session"),
     Column("verify_pass_rate", "Verify pass", "pct", "verify_pass_rate"),
+    Column("ci_fixes", "CI-fix turns", "count", "ci_fix_turns"),
+    Column("ci_fix_green_rate", "CI fixes green", "pct", "ci_fix_green_rate"),
     Column("escaped", "Escaped defects", "count", "escaped_defects"),
     Column("start_p50_ms", "Start p50", "ms", "start_latency_p50_ms"),
     Column("start_p95_ms", "Start p95", "ms", "start_latency_p95_ms"),
@@ -206,6 +208,9 @@ def report_display(report: MetricsReport) -> dict:
                  f"({fmt('sandbox_minutes')} min)"},
         {"label": "Verify pass rate", "value": fmt("verify_pass_rate"),
          "note": f"{fmt('retries_per_session')} retries per session"},
+        {"label": "CI-fix turns", "value": fmt("ci_fixes"),
+         "note": f"{total.ci_fixes_green:,} ended green"
+         + (f" ({fmt('ci_fix_green_rate')})" if total.ci_fixes else "")},
         {"label": "Escaped defects", "value": fmt("escaped"),
          "note": "merged, then reverted"
          + (f" ({total.escaped_rate * 100:.1f}% of merged)" if total.escaped_rate else "")},

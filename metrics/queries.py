@@ -57,7 +57,7 @@ from django.utils import timezone
 
 from metrics.figures import PERIODS, Figures, MetricsReport, Period
 from metrics.scope import period_starts
-from sessions.models import Prompt, PullRequest, ReviewEvent, Session
+from sessions.models import CIFix, Prompt, PullRequest, ReviewEvent, Session
 from snapshots.models import Repository
 
 # A code-host review (approved / changes requested / commented) carries no timing; it counts
@@ -164,7 +164,7 @@ def _figures_portable(ids, since, until, period: Period) -> tuple[SumRows, Perce
     trunc = TruncWeek if period == "week" else TruncDay
     sums = [
         (repo_id, bucket, [getattr(figures, name) for name in SUM_FIELDS])
-        for rows in (session_rows, pr_rows, review_rows)
+        for rows in (session_rows, pr_rows, review_rows, ci_fix_rows)
         for repo_id, bucket, figures in rows(ids, since, until, trunc)
     ]
     return sums, list(_percentiles_python(ids, since, until, period))
@@ -300,6 +300,24 @@ def review_rows(ids, since, until, trunc):
         )
 
 
+def ci_fix_rows(ids, since, until, trunc):
+    # A CI-fix turn counts with its PR's session's cohort, as the PR does.
+    pr = "pull_request__session__"
+    rows = (
+        CIFix.objects.filter(state=CIFix.State.QUEUED, **_in_range(pr, ids, since, until))
+        .annotate(bucket=trunc(f"{pr}created_at", tzinfo=UTC))
+        .values(f"{pr}repository_id", "bucket")
+        .annotate(n=Count("id"), green=Count("id", filter=Q(outcome=CIFix.Outcome.GREEN)))
+        .order_by()
+    )
+    for row in rows:
+        yield (
+            row[f"{pr}repository_id"],
+            _as_date(row["bucket"]),
+            Figures(ci_fixes=row["n"], ci_fixes_green=row["green"]),
+        )
+
+
 # Percentiles: rows of (repository id or None, bucket or None, {figure: value}); a row with
 # both None is the total, with only a bucket a period, with only a repository a repository.
 # Each figure: (value, fraction); the values are a session's and its pull request's.
@@ -335,8 +353,9 @@ _PG_SUMS = [
     ("merge_s", "sum(merge) FILTER (WHERE merged)"),
 ]
 _PG_REVIEW_SUMS = ["review_s", "reviews"]
+_PG_FIX_SUMS = ["ci_fixes", "ci_fixes_green"]
 # The order of every SumRows' values (the PostgreSQL statement's array, for one).
-SUM_FIELDS = [name for name, _ in _PG_SUMS] + _PG_REVIEW_SUMS
+SUM_FIELDS = [name for name, _ in _PG_SUMS] + _PG_REVIEW_SUMS + _PG_FIX_SUMS
 assert sorted(SUM_FIELDS) == sorted(Figures._ADDITIVE)
 _ZERO = Figures()
 _PG_SQL = """
@@ -358,10 +377,16 @@ WITH c AS MATERIALIZED (
              ELSE r.seconds END) AS effort,
          count(*) FILTER (WHERE r.kind <> %(viewed)s) AS n
   FROM {review} r JOIN c ON r.pull_request_id = c.pr GROUP BY c.repo, c.bucket
+), fixes AS (
+  SELECT c.repo, c.bucket, count(*) AS n, count(*) FILTER (WHERE f.outcome = %(green)s) AS green
+  FROM {ci_fix} f JOIN c ON f.pull_request_id = c.pr WHERE f.state = %(fix_queued)s
+  GROUP BY c.repo, c.bucket
 )
 SELECT false, sums.repo, sums.bucket, 0, 0,
-       sums.v || ARRAY[coalesce(reviews.effort, 0), coalesce(reviews.n, 0)]::float8[]
+       sums.v || ARRAY[coalesce(reviews.effort, 0), coalesce(reviews.n, 0),
+                       coalesce(fixes.n, 0), coalesce(fixes.green, 0)]::float8[]
 FROM sums LEFT JOIN reviews ON reviews.repo = sums.repo AND reviews.bucket = sums.bucket
+LEFT JOIN fixes ON fixes.repo = sums.repo AND fixes.bucket = sums.bucket
 UNION ALL
 SELECT true, repo, bucket, GROUPING(repo), GROUPING(bucket), ARRAY[{percentiles}]::float8[]
 FROM c GROUP BY GROUPING SETS ((bucket), (repo), ())
@@ -379,6 +404,7 @@ def _figures_postgresql(ids, since, until, period: Period) -> tuple[SumRows, Per
         session=quote(Session._meta.db_table),
         pull_request=quote(PullRequest._meta.db_table),
         review=quote(ReviewEvent._meta.db_table),
+        ci_fix=quote(CIFix._meta.db_table),
         sums=", ".join(f"coalesce({aggregate}, 0)" for _, aggregate in _PG_SUMS),
         percentiles=", ".join(
             f"percentile_cont({q}) WITHIN GROUP (ORDER BY {value})"
@@ -390,6 +416,8 @@ def _figures_postgresql(ids, since, until, period: Period) -> tuple[SumRows, Per
         "closed": PullRequest.State.CLOSED.value,
         "viewed": ReviewEvent.Kind.VIEWED.value,
         "default_seconds": REVIEW_DEFAULT_SECONDS,
+        "green": CIFix.Outcome.GREEN.value,
+        "fix_queued": CIFix.State.QUEUED.value,
         "ids": list(ids),
         "since": since,
         "until": until,

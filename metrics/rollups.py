@@ -28,7 +28,14 @@ from django.db.models.signals import post_delete, post_save
 
 from metrics import sketch
 from metrics.models import AuthorDailyRollup, DailyRollup, RollupMark
-from metrics.queries import SUM_FIELDS, duration, pr_rows, review_rows, session_rows
+from metrics.queries import (
+    SUM_FIELDS,
+    ci_fix_rows,
+    duration,
+    pr_rows,
+    review_rows,
+    session_rows,
+)
 from sessions.models import PullRequest, ReviewEvent, Session
 from sessions.totals import session_totals_changed
 
@@ -112,7 +119,7 @@ def _compute(ids: list[int], first: date, last: date) -> list[DailyRollup]:
     """The rollups of `ids` for the days first..last, from the reference queries."""
     since, until = _window(first, last)
     rollups: dict[tuple[int, date], DailyRollup] = {}
-    for rows in (session_rows, pr_rows, review_rows):
+    for rows in (session_rows, pr_rows, review_rows, ci_fix_rows):
         for repo_id, day, figures in rows(ids, since, until, TruncDay):
             rollup = rollups.setdefault((repo_id, day), DailyRollup(repository_id=repo_id, day=day))
             for name in SUM_FIELDS:

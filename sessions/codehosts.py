@@ -44,6 +44,26 @@ class OpenedPull:
     opened_as_app: bool = False
 
 
+@dataclass(frozen=True)
+class CheckReport:
+    """A check run to publish on a pull request's head commit (the turn's verification)."""
+
+    name: str
+    head: str
+    conclusion: str  # success, failure or neutral
+    title: str
+    summary: str  # Markdown, what a reviewer reads on the code host
+    text: str
+    details_url: str
+    external_id: str
+
+
+@dataclass(frozen=True)
+class PublishedCheck:
+    id: int | None
+    url: str
+
+
 def publish_ref(session_id: int) -> str:
     return f"refs/inspect/publish/{session_id}"
 
@@ -103,6 +123,11 @@ class LocalHost:
         """Post `body` as a reply to the host's review comment `comment_id`; returns the
         reply's URL. Here the review is the dashboard's own: its replies live on the page."""
         return ""
+
+    def publish_check(self, pr, report: CheckReport) -> PublishedCheck | None:
+        """Publish `report` as a check run on the PR's head commit; None where the host has no
+        checks (a local repository: the session page's verification panel is the check)."""
+        return None
 
     def merge(self, pr, *, merged_by) -> str:
         """Merge the branch into the base in the mirror, push the base; returns the merge sha."""

@@ -115,11 +115,58 @@ class ReviewAnswered(TypedDict):
     message: str
 
 
-class Prompt(TypedDict):
-    prompt: int
-    order: int
-    author: str
-    text: str
+# The functional form: with postponed annotations, Python 3.11 reads a class's NotRequired as
+# required. `origin` "ci_fix": asked by the system on the author's behalf (sessions/ci_fixes.py).
+Prompt = TypedDict(  # noqa: UP013 - see above
+    "Prompt",
+    {"prompt": int, "order": int, "author": str, "text": str, "origin": NotRequired[str]},
+)
+
+
+class CheckResult(TypedDict):
+    """A CI check on the pull request reported a result (sessions/ci_fixes.py)."""
+
+    pull_request: int
+    source: Literal["check_run", "check_suite", "status"]
+    name: str
+    commit: str
+    on_head: bool  # on the PR's head commit (a check of an older commit decides nothing)
+    conclusion: str  # success, failure, … ("" while it runs)
+    summary: str
+    excerpt: str
+    url: str
+    message: str
+
+
+class CIFixOffered(TypedDict):
+    """A CI check failed and the repository asks the author before a fix turn is queued."""
+
+    pull_request: int
+    fix: int  # the CIFix to queue (POST /sessions/<id>/ci-fixes/<fix>/queue/)
+    check: str
+    commit: str
+    message: str
+
+
+class CIFixLimitReached(TypedDict):
+    """A CI check failed again, but the pull request used up its CI-fix turns."""
+
+    pull_request: int
+    check: str
+    commit: str
+    attempts: int
+    message: str
+
+
+class CheckPublished(TypedDict):
+    """The turn's verification was published as a check run on the PR's head commit."""
+
+    pull_request: int
+    name: str  # "Inspect / verify"
+    head: str
+    conclusion: str  # success, failure or neutral
+    url: str
+    turn: int
 
 
 class Terminal(TypedDict):
@@ -320,6 +367,10 @@ EVENT_KINDS: tuple[EventKind, ...] = (
     EventKind("review", Review, closed=True),
     EventKind("review_answered", ReviewAnswered, closed=True),
     EventKind("prompt", Prompt, closed=True),
+    EventKind("check_result", CheckResult, closed=True),
+    EventKind("ci_fix_offered", CIFixOffered, closed=True),
+    EventKind("ci_fix_limit_reached", CIFixLimitReached, closed=True),
+    EventKind("check_published", CheckPublished, closed=True),
     EventKind("terminal", Terminal, closed=True),
     EventKind("model_request", ModelRequestMetered, closed=True),
     EventKind("diff", Diff, closed=False),

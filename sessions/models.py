@@ -108,7 +108,15 @@ class Prompt(models.Model):
     author = models.ForeignKey(
         settings.AUTH_USER_MODEL, on_delete=models.PROTECT, related_name="prompts"
     )
+
+    class Origin(models.TextChoices):
+        PERSON = "", "a person"
+        CI_FIX = "ci_fix", "the system, after a failed CI check"
+
     text = models.TextField()
+    # Who asked: a person (the author), or the system on the author's behalf (a CI fix; the
+    # author is then whom the turn is charged to and whose name its commits carry).
+    origin = models.CharField(max_length=20, choices=Origin.choices, default="", blank=True)
     order = models.PositiveIntegerField()
     state = models.CharField(max_length=20, choices=State.choices, default=State.QUEUED)
     commit = models.CharField(max_length=64, blank=True, help_text="The turn's commit, if any.")
@@ -422,3 +430,74 @@ class ReviewComment(models.Model):
 
     def __str__(self) -> str:
         return f"comment on {self.path}:{self.line or '-'} of session {self.session_id}"
+
+
+class CheckResult(models.Model):
+    """One CI check (a GitHub check run, check suite or commit status) on a commit of a
+    session's pull request, as its code host last reported it: one row per check, updated as it
+    moves from queued to completed, so a replayed delivery changes nothing."""
+
+    class Source(models.TextChoices):
+        CHECK_RUN = "check_run"
+        CHECK_SUITE = "check_suite"
+        STATUS = "status"
+
+    repository_path = "pull_request__repository"
+
+    pull_request = models.ForeignKey(PullRequest, on_delete=models.CASCADE, related_name="checks")
+    key = models.CharField(max_length=200, unique=True, help_text="The check's id on its host.")
+    source = models.CharField(max_length=20, choices=Source.choices)
+    name = models.CharField(max_length=200)
+    commit = models.CharField(max_length=64)
+    status = models.CharField(max_length=20, help_text="queued, in_progress or completed.")
+    conclusion = models.CharField(max_length=20, blank=True)
+    summary = models.TextField(blank=True)
+    excerpt = models.TextField(blank=True, help_text="The failing output's excerpt.")
+    url = models.CharField(max_length=500, blank=True)
+    on_head = models.BooleanField(default=False, help_text="Reported on the PR's head commit.")
+    note = models.CharField(max_length=300, blank=True, help_text="Why nothing was done.")
+    updated_at = models.DateTimeField(auto_now=True)
+
+    class Meta:
+        indexes = [models.Index(fields=["pull_request", "commit"], name="check_pr_commit_idx")]
+
+    def __str__(self) -> str:
+        return f"{self.name} {self.conclusion or self.status} on {self.commit[:12]}"
+
+
+class CIFix(models.Model):
+    """What was done about a failed CI check on a pull request's head commit: at most one per
+    commit (a second failing check on it, or a replay, finds this one). `attempt` counts the
+    fix turns queued for the PR; `outcome` says whether the check then passed."""
+
+    class State(models.TextChoices):
+        QUEUED = "queued", "fix turn queued"
+        OFFERED = "offered", "offered to the author"
+        LIMIT = "limit", "attempt limit reached"
+        REFUSED = "refused", "could not be queued"
+
+    class Outcome(models.TextChoices):
+        PENDING = "", "pending"
+        GREEN = "green"
+        RED = "red"
+
+    repository_path = "pull_request__repository"
+
+    pull_request = models.ForeignKey(PullRequest, on_delete=models.CASCADE, related_name="ci_fixes")
+    commit = models.CharField(max_length=64, help_text="The head commit whose check failed.")
+    check_name = models.CharField(max_length=200)
+    state = models.CharField(max_length=20, choices=State.choices)
+    attempt = models.PositiveSmallIntegerField(default=0)
+    prompt = models.OneToOneField(
+        Prompt, null=True, blank=True, on_delete=models.SET_NULL, related_name="ci_fix"
+    )
+    outcome = models.CharField(max_length=10, choices=Outcome.choices, default="", blank=True)
+    created_at = models.DateTimeField(default=timezone.now)
+
+    class Meta:
+        constraints = [
+            models.UniqueConstraint(fields=["pull_request", "commit"], name="ci_fix_per_commit")
+        ]
+
+    def __str__(self) -> str:
+        return f"CI fix {self.state} for {self.check_name} on {self.commit[:12]}"

@@ -32,6 +32,7 @@ from sessions.rendering import latest_diff_payloads
 from sessions.screenshots import screenshot_markdown
 from sessions.services import session_transition
 from sessions.totals import totals_changed
+from sessions.verify_check import publish_verification
 from sessions.workspace_git import GIT
 from snapshots import mirror
 from snapshots.models import Repository
@@ -211,19 +212,25 @@ def _push(host, session: Session, branch: str, *, renaming: bool) -> str:
     raise AssertionError("unreachable")
 
 
-def publish_changes(session: Session, sandbox: Sandbox, *, fence: int | None = None) -> None:
-    """publish_turn for callers whose own work must not fail with it (a turn, hand edits):
-    anything unexpected becomes an `error` event on the session."""
+def publish_changes(
+    session: Session, sandbox: Sandbox, *, fence: int | None = None, verified: bool = True
+) -> None:
+    """publish_turn for callers whose own work must not fail with it (a turn, hand edits:
+    `verified` False): anything unexpected becomes an `error` event on the session."""
     try:
-        publish_turn(session, sandbox, fence=fence)
+        publish_turn(session, sandbox, fence=fence, verified=verified)
     except Exception as exc:
         log.exception("publishing session %s failed", session.pk)
         append_event(session.pk, "error", {"message": f"publishing failed: {exc}"})
 
 
-def publish_turn(session: Session, sandbox: Sandbox, *, fence: int | None = None):
-    """Push the session's branch and open its pull request once; returns the PullRequest, or
-    None when nothing changed. Errors become an `error` event; the turn's work stays."""
+def publish_turn(
+    session: Session, sandbox: Sandbox, *, fence: int | None = None, verified: bool = True
+):
+    """Push the session's branch and open its pull request once, and publish the turn's
+    verification as a check on the head (`verified` False: hand edits no turn verified);
+    returns the PullRequest, or None when nothing changed. Errors become an `error` event; the
+    turn's work stays."""
     session.refresh_from_db()
     stats = session.diff_stats or {}
     if not settings.AUTO_PULL_REQUEST or not stats.get("files"):
@@ -295,6 +302,7 @@ def publish_turn(session: Session, sandbox: Sandbox, *, fence: int | None = None
          "branch": branch, "head": head, "opened": created, "host": host.name,
          "opened_as_app": pr.opened_as_app},
     )  # fmt: skip
+    publish_verification(session, pr, head=head, by_hand=not verified)
     if session.state == State.IDLE:
         session_transition(session, State.PR_OPEN, fence=fence, reason=f"pull request {branch}")
     return pr

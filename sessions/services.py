@@ -121,8 +121,9 @@ def session_create(
     return session
 
 
-def prompt_queue(*, session: Session, author, text: str) -> Prompt:
-    """Queue a prompt; it runs after the turns before it, in order, attributed to `author`."""
+def prompt_queue(*, session: Session, author, text: str, origin: str = "") -> Prompt:
+    """Queue a prompt; it runs after the turns before it, in order, attributed to `author`
+    (with `origin` set, asked by the system on `author`'s behalf: Prompt.Origin)."""
     access.require_repo_permission(author, session.repository, roles.PROMPT_SESSION)
     text = _check_prompt(text)
     with transaction.atomic():
@@ -132,17 +133,19 @@ def prompt_queue(*, session: Session, author, text: str) -> Prompt:
                 f"session {session.pk} is {locked.get_state_display().lower()}; "
                 "start a new session instead"
             )
-        return _add_prompt(locked, author, text)
+        return _add_prompt(locked, author, text, origin=origin)
 
 
-def _add_prompt(session: Session, author, text: str) -> Prompt:
+def _add_prompt(session: Session, author, text: str, *, origin: str = "") -> Prompt:
     last = session.prompts.order_by("-order").values_list("order", flat=True).first() or 0
-    prompt = Prompt.objects.create(session=session, author=author, text=text, order=last + 1)
-    append_event(
-        session.pk,
-        "prompt",
-        {"prompt": prompt.pk, "order": prompt.order, "author": author.get_username(), "text": text},
+    prompt = Prompt.objects.create(
+        session=session, author=author, text=text, order=last + 1, origin=origin
     )
+    payload = {"prompt": prompt.pk, "order": prompt.order, "author": author.get_username(),
+               "text": text}  # fmt: skip
+    if origin:
+        payload["origin"] = origin
+    append_event(session.pk, "prompt", payload)
     _enqueue(session.pk)
     return prompt
 

@@ -21,4 +21,5 @@ urlpatterns = [
     path("<int:pk>/diff/viewed/", review_views.diff_file_viewed, name="diff-viewed"),
     path("<int:pk>/review/comments/", views.session_review_comment, name="review_comment"),
     path("<int:pk>/review/", views.session_review_submit, name="review_submit"),
+    path("<int:pk>/ci-fixes/<int:fix>/queue/", views.session_ci_fix_queue, name="ci-fix-queue"),
 ]

@@ -14,11 +14,11 @@ from django.views.decorators.http import require_POST
 
 from accounts import access, roles
 from approvals.gate import ApprovalError
-from sessions import rendering, review_comments, services
+from sessions import ci_fixes, rendering, review_comments, services
 from sessions.agents import RUNTIME_NAMES
 from sessions.diff_review import diff_files_viewed
 from sessions.forms import ATTACHMENTS, IMAGE_SUFFIXES, NewSessionForm
-from sessions.models import Attachment, Session, State
+from sessions.models import Attachment, CIFix, Session, State
 from sessions.pulls import request_merge
 from snapshots.tasks import prewarm
 
@@ -288,3 +288,21 @@ def session_review_submit(request: HttpRequest, pk: int) -> HttpResponse:
         f"Review submitted: follow-up prompt {feedback.prompt.order} queued for the agent.",
     )
     return redirect(session.get_absolute_url() + "#review")
+
+
+@login_required
+@require_POST
+def session_ci_fix_queue(request: HttpRequest, pk: int, fix: int) -> HttpResponse:
+    """The button on an offered CI fix (the repository asks the author first): queue it."""
+    session = access.get_visible_or_404(request.user, Session.objects.all(), pk=pk)
+    offered = CIFix.objects.filter(pk=fix, pull_request__session=session).first()
+    if offered is None:
+        raise Http404("No CI fix of this session matches this address.")
+    try:
+        outcome = ci_fixes.ci_fix_queue(fix=offered, user=request.user)
+    except PermissionDenied as exc:
+        outcome = str(exc)
+    if request.headers.get("HX-Request"):
+        return HttpResponse(format_html('<span class="status" role="status">{}</span>', outcome))
+    messages.info(request, outcome)
+    return redirect(session)

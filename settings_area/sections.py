@@ -15,4 +15,5 @@ REPOSITORY_SECTIONS = [
     ("settings_area:secrets", "Secrets"),
     ("settings_area:controls", "Approvals and egress"),
     ("settings_area:repository_models", "Models"),
+    ("settings_area:repository_ci", "CI fixes"),
 ]

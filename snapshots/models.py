@@ -54,6 +54,17 @@ class Repository(models.Model):
         help_text="Model for new sessions here that name none (runtimes that take a model); "
         "empty: the runtime's configured default.",
     )
+    # What a failed CI check on a session's pull request does (sessions/ci_fixes.py).
+    ci_fix_policy = models.CharField(
+        max_length=10,
+        choices=[("auto", "automatic"), ("ask", "ask the author first"), ("off", "off")],
+        default="auto",
+        help_text="A failed CI check on a session's PR: queue a fix turn (automatic), offer one "
+        "on the session page (ask), or only record it (off).",
+    )
+    ci_fix_attempts = models.PositiveSmallIntegerField(
+        default=2, help_text="CI-fix turns per pull request before the agent stops trying."
+    )
     created_at = models.DateTimeField(auto_now_add=True)
 
     class Meta:

@@ -9,6 +9,7 @@ from integrations.github import app_settings
 from integrations.github.codehost import repository_link_github
 from integrations.github.installations import add_and_link
 from integrations.github.models import GitHubLink
+from sessions.ci_fixes import POLICIES, ci_fix_policy_set
 from sessions.codehosts import CodeHostError
 from snapshots.models import Repository
 from snapshots.repositories import RepositoryRefused
@@ -32,6 +33,17 @@ def register(areas, command) -> None:
     link.add_argument(
         "--branch", help="default branch of a new repository (default: GitHub's default branch)"
     )
+    ci_fix = github.add_parser(
+        "ci-fix",
+        help="what a failed CI check on a session's PR does (shown when no option is given)",
+        description="What a failed CI check on the head commit of a session's pull request does "
+        "in a repository: auto queues a fix turn (up to --attempts per PR), ask offers it on the "
+        "session page, off only records the result.",
+    )
+    ci_fix.set_defaults(handler=github_ci_fix)
+    ci_fix.add_argument("name")
+    ci_fix.add_argument("--policy", choices=POLICIES)
+    ci_fix.add_argument("--attempts", type=int, help="fix turns per pull request (default 2)")
     unlink = github.add_parser("unlink", help="make a repository a local one again")
     unlink.set_defaults(handler=github_unlink)
     unlink.add_argument("name")
@@ -66,6 +78,23 @@ def github_link(command, options) -> int:
         f"{verb} {repository.name} to {link.full_name} on GitHub "
         f"(App installation {link.installation_id}, {repository.url}, branch "
         f"{repository.default_branch})"
+    )
+    return 0
+
+
+def github_ci_fix(command, options) -> int:
+    repository = Repository.objects.filter(name=options["name"]).first()
+    if repository is None:
+        raise CommandError(f"no repository named {options['name']!r}")
+    if options["policy"] is not None or options["attempts"] is not None:
+        try:
+            ci_fix_policy_set(repository=repository, policy=options["policy"],
+                              attempts=options["attempts"])  # fmt: skip
+        except ValueError as exc:
+            raise CommandError(str(exc)) from None
+    command.stdout.write(
+        f"{repository.name}: CI fixes {repository.ci_fix_policy}, at most "
+        f"{repository.ci_fix_attempts} fix turns per pull request"
     )
     return 0
 

@@ -7,8 +7,11 @@ Everything here runs on the worker, outside the sandbox: credentials never reach
 
 from __future__ import annotations
 
+import json
 import time
+from dataclasses import dataclass
 from datetime import UTC, datetime
+from itertools import islice
 
 import httpx
 from allauth.socialaccount.models import SocialToken
@@ -27,9 +30,11 @@ from integrations.github import app_settings
 from integrations.github.models import GitHubLink
 from sessions.codehosts import (
     AlreadyMerged,
+    CheckReport,
     CodeHostError,
     LocalHost,
     OpenedPull,
+    PublishedCheck,
     git_auth_env,
 )
 from snapshots import mirror
@@ -37,7 +42,10 @@ from snapshots.models import Repository
 
 # Only what publishing needs: push the branch, open and merge the pull request.
 APP_PERMISSIONS = {"contents": "write", "pull_requests": "write"}
+# Only what CI feedback needs: read failed checks' output, publish the `Inspect / verify` check.
+CHECKS_PERMISSIONS = {"checks": "write"}
 TOKEN_MARGIN_S = 120  # refresh an installation token this long before it expires
+MAX_ANNOTATIONS = 20  # of a failed check run, in its excerpt
 
 
 def app_auth() -> Auth.AppAuth:
@@ -51,8 +59,9 @@ class GitHubHost(LocalHost):
     sandbox. A token GitHub no longer accepts is replaced once; a second refusal is an error."""
 
     name = "github"
-    # (API URL, owner/name) -> (token, expiry as epoch seconds); per worker process.
-    _tokens: dict[tuple[str, str], tuple[str, float]] = {}
+    # (API URL, owner/name[, permissions]) -> (token, expiry as epoch seconds); per worker
+    # process. A token for another purpose than publishing is keyed by its permissions too.
+    _tokens: dict[tuple[str, ...], tuple[str, float]] = {}
 
     def __init__(self, repository: Repository) -> None:
         super().__init__(repository)
@@ -88,10 +97,14 @@ class GitHubHost(LocalHost):
         self.link.save(update_fields=["installation_id"])
         return installation.id
 
-    def token(self, *, refresh: bool = False) -> str:
-        """An installation token for this one repository (contents and pull requests write),
-        reused until shortly before it expires. CodeHostError when GitHub refuses one."""
-        key = (app_settings.api_url(), self.link.full_name.lower())
+    def token(self, *, refresh: bool = False, permissions: dict | None = None) -> str:
+        """An installation token for this one repository (contents and pull requests write, or
+        `permissions`), reused until shortly before it expires. CodeHostError when GitHub
+        refuses one."""
+        permissions = permissions or APP_PERMISSIONS
+        key: tuple[str, ...] = (app_settings.api_url(), self.link.full_name.lower())
+        if permissions != APP_PERMISSIONS:
+            key += (json.dumps(permissions, sort_keys=True),)
         cached = self._tokens.get(key)
         if cached and not refresh and cached[1] - TOKEN_MARGIN_S > time.time():
             return cached[0]
@@ -108,7 +121,7 @@ class GitHubHost(LocalHost):
                     "Accept": "application/vnd.github+json",
                     "X-GitHub-Api-Version": "2022-11-28",
                 },
-                json={"repositories": [self.repo_name], "permissions": APP_PERMISSIONS},
+                json={"repositories": [self.repo_name], "permissions": permissions},
                 timeout=30,
             )
         except httpx.HTTPError as exc:
@@ -164,14 +177,14 @@ class GitHubHost(LocalHost):
         )
         return client.get_repo(self.link.full_name)
 
-    def _with_app(self, call):
+    def _with_app(self, call, *, permissions: dict | None = None):
         """`call(repo)` as the App; a token GitHub calls bad credentials is replaced once."""
         try:
-            return call(self._repo(self.token()))
+            return call(self._repo(self.token(permissions=permissions)))
         except BadCredentialsException:
             pass
         try:
-            return call(self._repo(self.token(refresh=True)))
+            return call(self._repo(self.token(refresh=True, permissions=permissions)))
         except BadCredentialsException:
             raise CodeHostError(self._refused_twice()) from None
 
@@ -294,6 +307,90 @@ class GitHubHost(LocalHost):
             raise CodeHostError(
                 f"GitHub refused to merge #{pr.number} ({exc.status}: {_message(exc)})"
             ) from None
+
+    # -- checks ------------------------------------------------------------------------
+    def check_run_output(self, check_run_id: int) -> CheckRunOutput:
+        """A check run's name, output and first annotations, read as the App with a token
+        that may only read and write checks. CodeHostError when GitHub refuses."""
+
+        def read(repo) -> CheckRunOutput:
+            run = repo.get_check_run(check_run_id)
+            output = run.output
+            annotations = [
+                f"{a.path}:{a.start_line}: {a.annotation_level}: {a.message}"
+                for a in islice(run.get_annotations(), MAX_ANNOTATIONS)
+            ]
+            return CheckRunOutput(
+                name=run.name, conclusion=run.conclusion or "", url=run.html_url or "",
+                title=output.title or "", summary=output.summary or "", text=output.text or "",
+                annotations=annotations, suite=run.check_suite.id if run.check_suite else None,
+            )  # fmt: skip
+
+        try:
+            return self._with_app(read, permissions=CHECKS_PERMISSIONS)
+        except GithubException as exc:
+            raise CodeHostError(
+                f"GitHub refused check run {check_run_id} of {self.link.full_name} "
+                f"({exc.status}: {_message(exc)})"
+            ) from None
+
+    def check_runs_of(self, sha: str) -> list[tuple[int, str, str, int | None]]:
+        """The latest check runs on commit `sha`: (id, name, conclusion, check suite id)."""
+
+        def read(repo):
+            return [
+                (run.id, run.name, run.conclusion or "",
+                 run.check_suite.id if run.check_suite else None)
+                for run in repo.get_commit(sha).get_check_runs(filter="latest")
+            ]  # fmt: skip
+
+        try:
+            return self._with_app(read, permissions=CHECKS_PERMISSIONS)
+        except GithubException as exc:
+            raise CodeHostError(
+                f"GitHub refused the check runs of {sha[:12]} in {self.link.full_name} "
+                f"({exc.status}: {_message(exc)})"
+            ) from None
+
+    def publish_check(self, pr, report: CheckReport) -> PublishedCheck:
+        """Create `report` as a completed check run on its head commit, or update the one this
+        session published there already (same name and external id)."""
+
+        def publish(repo) -> PublishedCheck:
+            fields = {
+                "details_url": report.details_url, "external_id": report.external_id,
+                "status": "completed", "conclusion": report.conclusion,
+                "completed_at": datetime.now(UTC),
+                "output": {"title": report.title, "summary": report.summary,
+                           "text": report.text},
+            }  # fmt: skip
+            runs = repo.get_commit(report.head).get_check_runs(check_name=report.name)
+            mine = next((r for r in runs if r.external_id == report.external_id), None)
+            if mine is not None:
+                mine.edit(**fields)
+            else:
+                mine = repo.create_check_run(report.name, report.head, **fields)
+            return PublishedCheck(mine.id, mine.html_url or "")
+
+        try:
+            return self._with_app(publish, permissions=CHECKS_PERMISSIONS)
+        except GithubException as exc:
+            raise CodeHostError(
+                f"GitHub refused the {report.name} check run on {report.head[:12]} "
+                f"({exc.status}: {_message(exc)}); the App needs the Checks (write) permission"
+            ) from None
+
+
+@dataclass(frozen=True)
+class CheckRunOutput:
+    name: str
+    conclusion: str
+    url: str
+    title: str
+    summary: str
+    text: str
+    annotations: list[str]
+    suite: int | None
 
 
 def _message(exc) -> str:

@@ -1,5 +1,6 @@
 """GitHub webhooks (`/webhooks/github/`): what GitHub tells us about the pull requests sessions
-opened — reviews, merges, closes, new pushes, comments that ask the agent for more, reverts.
+opened — reviews, merges, closes, new pushes, comments that ask the agent for more, reverts, and
+CI results (check runs, check suites, commit statuses: integrations/github/checks.py).
 
 `webhook_receive` is the one entry point. A delivery must be signed with GITHUB_WEBHOOK_SECRET
 (`X-Hub-Signature-256`, HMAC-SHA256 of the raw body, compared in constant time); an unsigned or
@@ -37,8 +38,9 @@ from django.utils.dateparse import parse_datetime
 from accounts import access, roles
 from approvals import audit
 from inspect_web.sealing import SecretsUnavailable
-from integrations.github import app_settings
+from integrations.github import app_settings, checks
 from integrations.github.codehost import github_host_for
+from integrations.github.delivery import Ignored
 from integrations.github.models import GitHubLink, WebhookDelivery
 from sessions import pulls, review_comments
 from sessions.codehosts import CodeHostError
@@ -65,10 +67,6 @@ class Answer:
 
     status: int
     outcome: str
-
-
-class Ignored(Exception):
-    """The delivery is understood but there is nothing here to apply it to (answered 202)."""
 
 
 class Unavailable(Exception):
@@ -490,4 +488,7 @@ HANDLERS = {
     "issue_comment": on_issue_comment,
     "push": on_push,
     "installation": on_installation,
+    "check_run": checks.on_check_run,
+    "check_suite": checks.on_check_suite,
+    "status": checks.on_status,
 }

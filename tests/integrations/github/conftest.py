@@ -31,6 +31,24 @@ def payload(name: str) -> dict:
     return json.loads((FIXTURES / f"{name}.json").read_text())
 
 
+def status_event(pr, *, state: str = "failure", sha: str = "", context: str = "ci/build",
+                 description: str = "2 tests failed") -> dict:  # fmt: skip
+    """GitHub's `status` webhook (the commit-statuses CI kind) about commit `sha` (default: the
+    PR's head) of the branch of `pr` in Codertocat/Hello-World."""
+    sha = sha or pr.head_sha
+    data = payload("pull_request_opened")
+    return {
+        "id": 6805126730, "sha": sha, "name": "Codertocat/Hello-World",
+        "target_url": f"https://ci.example.com/builds/{sha[:7]}", "context": context,
+        "description": description, "state": state,
+        "commit": {"sha": sha, "node_id": "MDY6Q29tbWl0MTg2ODUzMDAy", "commit": {"message": ""}},
+        "branches": [{"name": pr.branch, "commit": {"sha": sha}, "protected": False}],
+        "created_at": "2019-05-15T15:20:55Z", "updated_at": "2019-05-15T15:20:55Z",
+        "repository": data["repository"], "sender": data["sender"],
+        "installation": {"id": 1},
+    }  # fmt: skip
+
+
 def sign(body: bytes, secret: str = SECRET) -> str:
     return "sha256=" + hmac.new(secret.encode(), body, hashlib.sha256).hexdigest()
 

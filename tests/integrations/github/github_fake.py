@@ -1,8 +1,9 @@
 """A local stand-in for GitHub: the REST endpoints the code host uses (through PyGithub and the
-token request PyGithub cannot make), git's smart HTTP for clone, fetch and push, and the App
-manifest flow, installation pages and listings (github_fake_apps.py), and reviews with line
-comments, their webhooks and replies (github_fake_reviews.py). The REST API answers at
-its root (as api.github.com) and under /api/v3 (as GitHub Enterprise Server).
+token request PyGithub cannot make), git's smart HTTP for clone, fetch and push, the App
+manifest flow, installation pages and listings (github_fake_apps.py), reviews with line
+comments, their webhooks and replies (github_fake_reviews.py), and CI: check runs, check suites
+and commit statuses, with `finish_ci` to make CI finish on a commit (github_fake_checks.py). The
+REST API answers at its root (as api.github.com) and under /api/v3 (as GitHub Enterprise Server).
 
 For a person trying the product without GitHub (docs/github.md):
 `python -m tests.integrations.github.github_fake --port 8765 --repo octo-org/widgets=/path/to/repo`
@@ -43,6 +44,13 @@ from tests.integrations.github.github_fake_apps import (
     send_json,
 )
 from tests.integrations.github.github_fake_reviews import REVIEW_ROUTES, ReviewsMixin
+from tests.integrations.github.github_fake_checks import (
+    CHECK_ROUTES,
+    CHECK_WEB_ROUTES,
+    CHECKS_PERMISSIONS,
+    STATUSES_PERMISSIONS,
+    ChecksMixin,
+)
 
 FIXTURES = Path(__file__).parent / "fixtures"
 APP_SLUG = "inspect-web"
@@ -85,7 +93,7 @@ class Token:
     installation: int | None = None
 
 
-class FakeGitHub(AppsMixin, ReviewsMixin):
+class FakeGitHub(AppsMixin, ReviewsMixin, ChecksMixin):
     def __init__(
         self, root: Path, *, app_id: int | None = None, public_key: str = "", port: int = 0
     ) -> None:
@@ -94,6 +102,7 @@ class FakeGitHub(AppsMixin, ReviewsMixin):
         self.root, self.app_id, self.public_key = root, app_id, public_key
         self.init_apps()
         self.init_reviews()
+        self.init_checks()
         if app_id is not None:
             self.add_app(app_id, APP_SLUG, public_key)
         self.repos: dict[str, FakeRepo] = {}
@@ -210,7 +219,7 @@ class FakeGitHub(AppsMixin, ReviewsMixin):
             hook[1]()
         if ".git/" in path:
             return self._git_http(req, path, split.query, body)
-        for pattern, page in WEB_ROUTES:
+        for pattern, page in [*WEB_ROUTES, *CHECK_WEB_ROUTES]:
             match = re.fullmatch(pattern, path)
             if match and req.command in ("GET", "POST"):
                 return page(self, req, match, query, body)
@@ -248,8 +257,11 @@ class FakeGitHub(AppsMixin, ReviewsMixin):
             return None
         return app
 
-    def _installation_token(self, req, repo: FakeRepo) -> tuple[int, dict | None, str]:
-        """(status, error body, kind) for a request that must carry a token for `repo`."""
+    def _installation_token(
+        self, req, repo: FakeRepo, *, wanted: dict = WANTED_PERMISSIONS
+    ) -> tuple[int, dict | None, str]:
+        """(status, error body, kind) for a request that must carry a token for `repo` with
+        the `wanted` permissions (publishing's, unless told)."""
         header = req.headers.get("Authorization", "")
         scheme, _, value = header.partition(" ")
         if scheme.lower() == "basic":
@@ -264,8 +276,11 @@ class FakeGitHub(AppsMixin, ReviewsMixin):
         if token is None or not token.valid:
             return 401, {"message": "Bad credentials",
                          "documentation_url": "https://docs.github.com/rest"}, ""  # fmt: skip
-        if token.permissions != WANTED_PERMISSIONS:
-            self.problem(f"a token with {token.permissions} used on {repo.full_name}")
+        if token.permissions != wanted:
+            self.problem(
+                f"a token with {token.permissions} used on {repo.full_name} "
+                f"({req.command} {req.path})"
+            )
             return 403, {"message": "Resource not accessible by integration"}, ""
         if token.repositories != [repo.full_name.split("/")[1]]:
             self.problem(f"token for {token.repositories} used on {repo.full_name}")
@@ -329,7 +344,7 @@ class FakeGitHub(AppsMixin, ReviewsMixin):
         else:
             if not isinstance(wanted, list) or len(wanted) != 1:
                 self.problem(f"a token asked for repositories {wanted!r}, not exactly one")
-            if permissions != WANTED_PERMISSIONS:
+            if permissions not in (WANTED_PERMISSIONS, CHECKS_PERMISSIONS, STATUSES_PERMISSIONS):
                 self.problem(f"a token asked for permissions {permissions!r}")
         if not wanted or any(name not in names for name in wanted):
             return 422, {"message": "There is at least one repository that does not exist or is "
@@ -489,6 +504,7 @@ class FakeGitHub(AppsMixin, ReviewsMixin):
 ROUTES = [
     *API_ROUTES,
     *REVIEW_ROUTES,
+    *CHECK_ROUTES,
     ("POST", r"/app/installations/(?P<id>\d+)/access_tokens", FakeGitHub.access_tokens),
     ("GET", r"/repos/(?P<owner>[^/]+)/(?P<repo>[^/]+)/installation", FakeGitHub.installation),
     ("GET", r"/repos/(?P<owner>[^/]+)/(?P<repo>[^/]+)/pulls", FakeGitHub.list_pulls),

@@ -86,7 +86,12 @@ def test_a_turn_opens_one_pull_request_and_a_retry_opens_no_second(
     assert rest and {r["auth"] for r in rest} == {"token"}
     minted = [t for t in github.tokens.values()]
     assert minted and all(t.repositories == ["widgets"] for t in minted)
-    assert all(t.permissions == {"contents": "write", "pull_requests": "write"} for t in minted)
+    # Publishing's token, and the one that publishes the `Inspect / verify` check, no more.
+    publishing, checks = {"contents": "write", "pull_requests": "write"}, {"checks": "write"}
+    assert {json.dumps(t.permissions, sort_keys=True) for t in minted} == {
+        json.dumps(publishing, sort_keys=True),
+        json.dumps(checks, sort_keys=True),
+    }
     # The token stays on the worker: nothing the session recorded carries it.
     logged = json.dumps(list(Event.objects.filter(session_id=summary["id"]).values("payload")))
     assert not any(t.value in logged for t in minted) and "ghs_" not in logged
