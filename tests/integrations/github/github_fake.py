@@ -43,7 +43,6 @@ from tests.integrations.github.github_fake_apps import (
     now,
     send_json,
 )
-from tests.integrations.github.github_fake_reviews import REVIEW_ROUTES, ReviewsMixin
 from tests.integrations.github.github_fake_checks import (
     CHECK_ROUTES,
     CHECK_WEB_ROUTES,
@@ -51,6 +50,7 @@ from tests.integrations.github.github_fake_checks import (
     STATUSES_PERMISSIONS,
     ChecksMixin,
 )
+from tests.integrations.github.github_fake_reviews import REVIEW_ROUTES, ReviewsMixin
 
 FIXTURES = Path(__file__).parent / "fixtures"
 APP_SLUG = "inspect-web"
