@@ -25,6 +25,10 @@ class CodeHostError(RuntimeError):
     """The code host refused or failed; the message is meant for the session's viewers."""
 
 
+class ReadOnlySession(CodeHostError):
+    """A read-only (review) session asked its code host for something that writes."""
+
+
 class AlreadyMerged(CodeHostError):
     """The code host already merged (or, with `closed`, closed) the PR, outside this platform."""
 
@@ -87,6 +91,12 @@ class LocalHost:
 
     def __init__(self, repository: Repository) -> None:
         self.repository = repository
+        # A review session's host (code_host_for(read_only=True)): no push, no write token.
+        self.read_only = False
+
+    def refuse_if_read_only(self, what: str) -> None:
+        if self.read_only:
+            raise ReadOnlySession(f"{what} refused: a review session is read-only")
 
     def token(self, *, refresh: bool = False) -> str | None:
         return None
@@ -99,6 +109,7 @@ class LocalHost:
     def push(self, session_id: int, branch: str) -> None:
         """Push the session's commits to `branch`, never by force: BranchTaken when the remote
         branch holds commits this session did not make (someone else's work is not lost)."""
+        self.refuse_if_read_only(f"pushing {branch}")
         try:
             self.remote_git(*PUSH, "origin", f"{publish_ref(session_id)}:refs/heads/{branch}")
         except mirror.MirrorError as exc:
@@ -174,9 +185,14 @@ def register_code_host(kind: str, host_for: Callable[[Repository], LocalHost | N
     _HOSTS[kind] = host_for
 
 
-def code_host_for(repository: Repository) -> LocalHost:
+def code_host_for(repository: Repository, *, read_only: bool = False) -> LocalHost:
+    """The repository's code host; `read_only` (a review session's) pushes, opens and merges
+    nothing and mints no token that could (ReadOnlySession)."""
+    host = None
     for host_for in _HOSTS.values():
         host = host_for(repository)
         if host is not None:
-            return host
-    return LocalHost(repository)
+            break
+    host = host or LocalHost(repository)
+    host.read_only = read_only
+    return host

@@ -25,6 +25,11 @@ class State(models.TextChoices):
 class Session(models.Model):
     repository_path = "repository"
 
+    class Purpose(models.TextChoices):
+        WORK = "work"
+        # Read-only: it reviews a pull request and never publishes (sessions/review_agent.py).
+        REVIEW = "review"
+
     repository = models.ForeignKey(Repository, on_delete=models.CASCADE, related_name="sessions")
     creator = models.ForeignKey(
         settings.AUTH_USER_MODEL, on_delete=models.PROTECT, related_name="created_sessions"
@@ -61,6 +66,18 @@ class Session(models.Model):
         on_delete=models.SET_NULL,
         related_name="children",
         help_text="The session whose agent started this one.",
+    )
+    purpose = models.CharField(max_length=10, choices=Purpose.choices, default=Purpose.WORK)
+    reviewed_pull_request = models.ForeignKey(
+        "PullRequest",
+        null=True,
+        blank=True,
+        on_delete=models.SET_NULL,
+        related_name="review_sessions",
+        help_text="For a review session: the pull request it reviews.",
+    )
+    reviewed_commit = models.CharField(
+        max_length=64, blank=True, help_text="For a review session: the head commit it reviews."
     )
     # The driver's fencing token: writes by a driver holding an older token are refused.
     driver_fence = models.PositiveBigIntegerField(default=0)

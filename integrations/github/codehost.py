@@ -102,6 +102,8 @@ class GitHubHost(LocalHost):
         `permissions`), reused until shortly before it expires. CodeHostError when GitHub
         refuses one."""
         permissions = permissions or APP_PERMISSIONS
+        if permissions.get("contents") == "write":
+            self.refuse_if_read_only("a contents-write token")
         key: tuple[str, ...] = (app_settings.api_url(), self.link.full_name.lower())
         if permissions != APP_PERMISSIONS:
             key += (json.dumps(permissions, sort_keys=True),)
