@@ -63,6 +63,22 @@ class CheckReport:
 
 
 @dataclass(frozen=True)
+class ReviewToPost:
+    """A review to post on a pull request as the platform: a summary and line comments
+    (path, new-side line, body), on `commit`, as a plain comment (no approval)."""
+
+    commit: str
+    body: str
+    comments: list[tuple[str, int, str]]
+
+
+@dataclass(frozen=True)
+class PostedReview:
+    id: str
+    url: str
+
+
+@dataclass(frozen=True)
 class PublishedCheck:
     id: int | None
     url: str
@@ -134,6 +150,11 @@ class LocalHost:
         """Post `body` as a reply to the host's review comment `comment_id`; returns the
         reply's URL. Here the review is the dashboard's own: its replies live on the page."""
         return ""
+
+    def post_review(self, pr, review: ReviewToPost) -> PostedReview | None:
+        """Post `review` on the PR; None where the review is the dashboard's own (a local
+        repository: it is stored as the PR's review comments and shown on its page)."""
+        return None
 
     def publish_check(self, pr, report: CheckReport) -> PublishedCheck | None:
         """Publish `report` as a check run on the PR's head commit; None where the host has no

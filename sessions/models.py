@@ -372,6 +372,8 @@ class ReviewFeedback(models.Model):
     class Source(models.TextChoices):
         GITHUB = "github"
         DASHBOARD = "dashboard"
+        # The review agent's review (sessions/review_agent.py): posted, never a prompt.
+        AGENT = "agent", "the review agent"
 
     repository_path = "session__repository"
 
@@ -412,6 +414,7 @@ class ReviewComment(models.Model):
         ANSWERED = "answered"
         REPLY_FAILED = "reply_failed", "answered, reply not posted"
         REFUSED = "refused", "not sent to the agent"
+        POSTED = "posted", "posted by the review agent"
 
     repository_path = "session__repository"
 

@@ -23,6 +23,7 @@ from sessions import (
     conversations,
     database_outage,
     model_access,
+    review_agent,
     review_comments,
     services,
     states,
@@ -213,6 +214,9 @@ class TurnRunner:
             review_comments.review_comments_answer(
                 session=self.session, prompt=prompt, commit=self.commit
             )
+            if self.session.purpose == Session.Purpose.REVIEW:
+                # A review session's answer becomes a review of the PR (it publishes nothing).
+                review_agent.review_post(session=self.session, prompt=prompt)
             resting = self._resting_state()
             self._to(resting, reason="stopped by " + stopped if stopped else "")
             self._audit_changes(ended=resting, stopped_by=stopped)
