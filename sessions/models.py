@@ -250,6 +250,8 @@ class PullRequest(models.Model):
         default=False, help_text="Opened as the GitHub App: the author had no GitHub token."
     )
     head_sha = models.CharField(max_length=64, blank=True)
+    # Set once, when the repository's review agent (policy "every") took this PR on opening.
+    auto_reviewed = models.BooleanField(default=False)
     additions = models.PositiveIntegerField(default=0)
     deletions = models.PositiveIntegerField(default=0)
     changed_files = models.PositiveIntegerField(default=0)

@@ -30,6 +30,8 @@ from snapshots import mirror
 log = logging.getLogger(__name__)
 JSON_BLOCK = re.compile(r"```json[ \t]*\n(.*?)```", re.DOTALL)
 AGENT_LOGIN = "review agent"
+OFF, ON_REQUEST, EVERY_PR = "off", "request", "every"  # Repository.review_agent
+POLICIES = (OFF, ON_REQUEST, EVERY_PR)
 MAX_COMMENTS = 50
 
 MAX_DIFF_CHARS = 60_000  # of the change quoted in the prompt (the prompt's limit is 100 kB)
@@ -257,6 +259,11 @@ def review_session_start(*, pull_request: PullRequest, user) -> Session:
             f"only engineers, reviewers and admins of {pull_request.repository.name} may ask "
             "for a review"
         )
+    if pull_request.repository.review_agent == OFF:
+        raise services.SessionError(
+            f"the review agent is off for {pull_request.repository.name}; a repository admin "
+            "can turn it on in Settings → Review agent"
+        )
     if pull_request.state != PullRequest.State.OPEN:
         raise services.SessionError(f"the pull request is {pull_request.state}: nothing to review")
     base, head, diff = _change(pull_request)
@@ -282,3 +289,52 @@ def review_session_start(*, pull_request: PullRequest, user) -> Session:
         data={"commit": head, "reviewed_session": source.pk},
     )
     return session
+
+
+def review_on_open(pull_request: PullRequest) -> str:
+    """A pull request has opened (a local one after the turn that opened it, a GitHub one on
+    its `pull_request` opened webhook, whichever comes first): under the policy "every", start
+    its one review session, asked on behalf of the PR's author. Once per PR (a compare-and-set
+    on `auto_reviewed`): a redelivered webhook or a later turn starts none. Returns one line
+    saying what happened."""
+    repository = pull_request.repository
+    if repository.review_agent != EVERY_PR:
+        return ""
+    if pull_request.state != PullRequest.State.OPEN:
+        return ""
+    claimed = PullRequest.objects.filter(pk=pull_request.pk, auto_reviewed=False).update(
+        auto_reviewed=True
+    )
+    if not claimed:
+        return "its review session was started before"
+    author = pull_request.author or pull_request.session.creator
+    try:
+        review = review_session_start(pull_request=pull_request, user=author)
+    except (PermissionDenied, services.SessionError) as exc:
+        append_event(pull_request.session_id, "error", {"phase": "review", "message": (
+            f"the review agent reviews every pull request of {repository.name}, but this "
+            f"one's review could not start: {exc}"
+        )})  # fmt: skip
+        return f"its review could not start: {exc}"
+    return f"review session {review.pk} started"
+
+
+def review_agent_policy_set(*, repository, policy: str, by=None):
+    """Set when the review agent reviews `repository`'s pull requests (POLICIES); audited.
+    ValueError with the reason for a policy that is not one."""
+    if policy not in POLICIES:
+        raise ValueError(
+            f"{policy!r} is not a review agent policy: use one of {', '.join(POLICIES)}"
+        )
+    before = repository.review_agent
+    repository.review_agent = policy
+    repository.save(update_fields=["review_agent"])
+    audit.record(
+        "repository.review_agent",
+        actor=by,
+        repository=repository,
+        object_type="repository",
+        object_id=repository.pk,
+        data={"before": before, "after": policy},
+    )
+    return repository

@@ -46,3 +46,23 @@ def test_review_this_pr_posts_a_review_with_two_line_comments(github, create_ses
     assert feedback.url == posted["html_url"] and feedback.prompt is None
     review.refresh_from_db()
     assert review.state == "idle"
+
+
+def test_every_pr_on_github_one_review_however_often_opened_is_delivered(
+    github, create_session, deliver, team
+):
+    code, summary, err = create_session("--prompt", "add a greeting", "--agent-command",
+                                        agent(), "--inline", "--as", "engineer")  # fmt: skip
+    assert code == 0, err
+    pr = PullRequest.objects.get(session_id=summary["id"])
+    # Set after the turn, so the webhook is what starts the review here.
+    team.repository.review_agent = "every"
+    team.repository.save()
+    opened = {"action": "opened", "number": pr.number,
+              "pull_request": {"number": pr.number, "html_url": pr.url},
+              "repository": {"full_name": REPO}, "sender": {"login": "octocat"}}  # fmt: skip
+    for _ in range(2):  # the opening, then GitHub's redelivery
+        assert deliver("pull_request", opened).status_code in (200, 202)
+    [review] = Session.objects.filter(purpose="review")
+    drive_session(review.pk)
+    assert len(github.reviews_of(REPO, pr.number)) == 1
