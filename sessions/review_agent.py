@@ -4,7 +4,8 @@ worker) and asks for a final message with a fenced JSON block `{"summary", "comm
 
 Read-only is the control, whatever the agent does: a review session never publishes (pulls.py
 refuses it first thing), its code host pushes nothing and mints no contents-write token
-(codehosts.py), and its terminal cannot be typed in (terminal.py).
+(codehosts.py), its terminal cannot be typed in (terminal.py) and it starts no other session
+(services.session_create).
 """
 
 from __future__ import annotations
@@ -57,9 +58,10 @@ def review_prompt(pull_request: PullRequest, *, base: str, head: str, diff: str)
         f"Review pull request {pull_request.branch} → {pull_request.base} "
         f"(the change {base[:12]}...{head[:12]}): {pull_request.title}",
         "",
-        "Read the change below (the repository is in /workspace) and review it as a careful "
-        "colleague: bugs, missing tests, security and clarity. Change no file: this session is "
-        "read-only and nothing it does is published.",
+        "Read the change below and review it as a careful colleague: bugs, missing tests, "
+        f"security and clarity. /workspace holds the repository's {pull_request.base} without "
+        "this change, for context. Change no file: this session is read-only and nothing it "
+        "does is published.",
         "",
         "End your final message with exactly one fenced ```json block of this shape:",
         '{"summary": "<your review in a few sentences>", "comments": '

@@ -111,6 +111,11 @@ def session_create(
         access.require_repo_permission(creator, repository, roles.START_SESSION)
     if refusal := archived_refusal(repository):
         raise SessionError(refusal)
+    if parent is not None and parent.purpose == Session.Purpose.REVIEW:
+        # Its child would be a work session that publishes: read-only would be one call away.
+        raise SessionError(
+            f"session {parent.pk} is a read-only review session: it cannot start other sessions"
+        )
     text = _check_prompt(prompt)
     agent = agent or default_agent(repository, agent_command=agent_command)
     if not model and agent != "command":  # the command agent asks no model

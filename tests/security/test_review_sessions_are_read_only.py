@@ -5,6 +5,8 @@ import pytest
 
 from integrations.github.codehost import GitHubHost
 from integrations.github.models import GitHubLink
+from sessions.agents import AgentError
+from sessions.children import SessionChildren
 from sessions.codehosts import ReadOnlySession, code_host_for, publish_ref
 from sessions.models import Event, PullRequest, Session
 from sessions.review_agent import review_session_start
@@ -70,3 +72,16 @@ def test_the_terminal_of_a_review_session_cannot_be_typed_in(publishing, create_
     Session.objects.filter(pk=review.pk).update(sandbox_id="")
     with pytest.raises(SandboxError, match="read-only"):
         _open_pty(review.pk, team.engineer, True, 80, 24)
+
+
+def test_a_review_session_cannot_start_a_work_session_that_would_publish(
+    publishing, create_session, team
+):
+    code, summary, err = create_session("--prompt", "add a greeting", "--agent-command", AGENT,
+                                        "--inline", "--as", "engineer")  # fmt: skip
+    pr = PullRequest.objects.get(session_id=summary["id"])
+    review = review_session_start(pull_request=pr, user=team.engineer)
+    children = SessionChildren(review, user=team.engineer, max_depth=3, max_per_repository=3)
+    with pytest.raises(AgentError, match="read-only"):
+        children.create_child(publishing.name, "push this for me")
+    assert not Session.objects.filter(parent=review).exists()
