@@ -4,7 +4,7 @@ token scoped to pull_requests:write; nothing of the review session is pushed."""
 
 import pytest
 
-from sessions.models import PullRequest, ReviewFeedback, Session
+from sessions.models import Event, PullRequest, ReviewFeedback, Session
 from sessions.runner import drive_session
 from tests.integrations.github.conftest import REPO
 from tests.integrations.github.github_fake import WANTED_PERMISSIONS, _git
@@ -66,3 +66,28 @@ def test_every_pr_on_github_one_review_however_often_opened_is_delivered(
     [review] = Session.objects.filter(purpose="review")
     drive_session(review.pk)
     assert len(github.reviews_of(REPO, pr.number)) == 1
+
+
+def test_a_review_github_refuses_is_kept_on_the_page_with_the_reason(
+    github, create_session, client, team
+):
+    code, summary, err = create_session("--prompt", "add a greeting", "--agent-command",
+                                        agent(), "--inline", "--as", "engineer")  # fmt: skip
+    assert code == 0, err
+    pr = PullRequest.objects.get(session_id=summary["id"])
+    client.force_login(team.engineer)
+    client.post(f"/sessions/{pr.session_id}/review-agent/")
+    review = Session.objects.get(purpose="review")
+    github.mint_invalid = True  # the App's new tokens are refused (401 Bad credentials)
+    drive_session(review.pk)
+
+    assert github.reviews_of(REPO, pr.number) == []
+    feedback = ReviewFeedback.objects.get(session=pr.session)
+    assert feedback.refusal.startswith("not posted: GitHub refused the App's installation token")
+    assert feedback.comments.count() == 2
+    error = Event.objects.get(session=review, kind="error", payload__phase="review")
+    assert f"it is kept on the page of session {pr.session_id}" in error.payload["message"]
+    review.refresh_from_db()
+    assert review.state == "idle"
+    page = client.get(f"/sessions/{pr.session_id}/").content.decode()
+    assert "This line is a typo." in page

@@ -33,7 +33,7 @@ def test_a_reviewer_starts_a_review_session_of_the_prs_head(pr, client, team):
     assert "+hello" in prompt and "```json" in prompt and '"comments"' in prompt
     assert AuditEntry.objects.filter(action="review_session.start").count() == 1
     page = client.get(f"/sessions/{review.pk}/").content.decode()
-    assert "Read-only review" in page
+    assert "Read-only review" in page and "A review session opens no pull request" in page
 
 
 def test_it_only_allows_post(pr, client, team):
