@@ -36,7 +36,8 @@ class Figures:
     merge_s: float = 0.0
     review_s: int = 0
     reviews: int = 0
-    cost_usd: float = 0.0
+    cost_usd: float = 0.0  # the model cost of work sessions
+    review_cost_usd: float = 0.0  # the model cost of review sessions (the review agent)
     sandbox_s: float = 0.0
     retries: int = 0
     verify_ok: int = 0
@@ -55,7 +56,7 @@ class Figures:
         ["sessions", "prs", "merged", "closed", "merged_lines", "escaped", "merged_rounds"]
         + ["reviewed", "first_review_s", "merge_s", "review_s", "reviews", "cost_usd"]
         + ["sandbox_s", "retries", "verify_ok", "verify_n", "snapshot_n", "snapshot_s"]
-        + ["ci_fixes", "ci_fixes_green"]
+        + ["ci_fixes", "ci_fixes_green", "review_cost_usd"]
     )
 
     def add(self, other: Figures) -> None:
@@ -106,9 +107,9 @@ class Figures:
 
     @property
     def total_cost_usd(self) -> float:
-        """Every model request of the sessions (all runtimes, through the gateway) and their
-        sandbox time."""
-        return self.cost_usd + self.sandbox_cost_usd
+        """Every model request of the sessions (all runtimes, through the gateway; work and
+        review agent alike) and their sandbox time."""
+        return self.cost_usd + self.review_cost_usd + self.sandbox_cost_usd
 
     @property
     def cost_per_merged(self) -> float | None:

@@ -31,6 +31,7 @@ class DailyRollup(models.Model):
     review_s = models.BigIntegerField(default=0)
     reviews = models.IntegerField(default=0)
     cost_usd = models.FloatField(default=0)
+    review_cost_usd = models.FloatField(default=0)
     sandbox_s = models.FloatField(default=0)
     retries = models.IntegerField(default=0)
     verify_ok = models.IntegerField(default=0)

@@ -42,6 +42,7 @@ COLUMNS: list[Column] = [
            "merged_lines_per_reviewer_hour"),
     Column("sandbox_minutes", "Sandbox min", "minutes", "sandbox_minutes"),
     Column("cost_usd", "Model cost", "usd", "model_cost_usd"),
+    Column("review_cost_usd", "Review agent cost", "usd", "review_agent_cost_usd"),
     Column("sandbox_cost_usd", "Sandbox cost", "usd", "sandbox_cost_usd"),
     Column("cost_per_merged", "Cost / merged PR", "usd", "cost_per_merged_pr_usd"),
     Column("retries_per_session", "Retries / session", "ratio", "retries_per_session"),
@@ -204,7 +205,8 @@ def report_display(report: MetricsReport) -> dict:
         {"label": "Accepted per reviewer hour", "value": fmt("merged_per_reviewer_hour"),
          "note": f"merged PRs; {fmt('lines_per_reviewer_hour')} merged lines"},
         {"label": "Cost per merged PR", "value": fmt("cost_per_merged"),
-         "note": f"model cost {fmt('cost_usd')} + sandbox {fmt('sandbox_cost_usd')} "
+         "note": f"model cost {fmt('cost_usd')} + review agent {fmt('review_cost_usd')} "
+                 f"+ sandbox {fmt('sandbox_cost_usd')} "
                  f"({fmt('sandbox_minutes')} min)"},
         {"label": "Verify pass rate", "value": fmt("verify_pass_rate"),
          "note": f"{fmt('retries_per_session')} retries per session"},

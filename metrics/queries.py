@@ -194,7 +194,9 @@ def session_rows(ids, since, until, trunc):
         .values("repository_id", "bucket")
         .annotate(
             sessions=Count("id"),
-            cost=Sum("cost_usd"),
+            # A review session's model cost is review cost, not work cost.
+            cost=Sum("cost_usd", filter=~Q(purpose=Session.Purpose.REVIEW)),
+            review_cost=Sum("cost_usd", filter=Q(purpose=Session.Purpose.REVIEW)),
             sandbox=Sum("sandbox_seconds"),
             retries_sum=Sum("retries"),
             verify_passed=Count("id", filter=Q(verify_ok=True)),
@@ -211,6 +213,7 @@ def session_rows(ids, since, until, trunc):
             Figures(
                 sessions=row["sessions"],
                 cost_usd=row["cost"] or 0.0,
+                review_cost_usd=row["review_cost"] or 0.0,
                 sandbox_s=row["sandbox"] or 0.0,
                 retries=row["retries_sum"] or 0,
                 verify_ok=row["verify_passed"],
@@ -335,7 +338,8 @@ PERCENTILES = {
 # Each additive figure: (Figures attribute, aggregate over `c`).
 _PG_SUMS = [
     ("sessions", "count(*)"),
-    ("cost_usd", "sum(cost_usd)"),
+    ("cost_usd", "sum(cost_usd) FILTER (WHERE purpose <> %(review)s)"),
+    ("review_cost_usd", "sum(cost_usd) FILTER (WHERE purpose = %(review)s)"),
     ("sandbox_s", "sum(sandbox_seconds)"),
     ("retries", "sum(retries)"),
     ("verify_ok", "count(*) FILTER (WHERE verify_ok)"),
@@ -361,7 +365,7 @@ _ZERO = Figures()
 _PG_SQL = """
 WITH c AS MATERIALIZED (
   SELECT s.repository_id AS repo, date_trunc({trunc}, s.created_at AT TIME ZONE 'UTC') AS bucket,
-         s.cost_usd, s.sandbox_seconds, s.retries, s.verify_ok, s.snapshot_age_s,
+         s.cost_usd, s.purpose, s.sandbox_seconds, s.retries, s.verify_ok, s.snapshot_age_s,
          s.start_ms AS start, p.id AS pr, p.state = %(merged)s AS merged,
          p.state = %(closed)s AS closed, p.additions + p.deletions AS lines,
          p.reverted_at IS NOT NULL AS reverted, p.review_rounds,
@@ -414,6 +418,7 @@ def _figures_postgresql(ids, since, until, period: Period) -> tuple[SumRows, Per
     params = {
         "merged": PullRequest.State.MERGED.value,
         "closed": PullRequest.State.CLOSED.value,
+        "review": Session.Purpose.REVIEW.value,
         "viewed": ReviewEvent.Kind.VIEWED.value,
         "default_seconds": REVIEW_DEFAULT_SECONDS,
         "green": CIFix.Outcome.GREEN.value,

@@ -165,7 +165,7 @@ def _compute_authors(ids: list[int], first: date, last: date) -> list[AuthorDail
         .values("repository_id", "day", "creator_id")
         .annotate(
             n=Count("id"),
-            usd=Sum("cost_usd"),
+            usd=Sum("cost_usd", filter=~Q(purpose=Session.Purpose.REVIEW)),  # work cost only
             sandbox=Sum("sandbox_seconds"),
             prs=Count("pull_request"),
             merged=Count("pull_request", filter=merged),

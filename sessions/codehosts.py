@@ -25,6 +25,10 @@ class CodeHostError(RuntimeError):
     """The code host refused or failed; the message is meant for the session's viewers."""
 
 
+class ReadOnlySession(CodeHostError):
+    """A read-only (review) session asked its code host for something that writes."""
+
+
 class AlreadyMerged(CodeHostError):
     """The code host already merged (or, with `closed`, closed) the PR, outside this platform."""
 
@@ -59,6 +63,22 @@ class CheckReport:
 
 
 @dataclass(frozen=True)
+class ReviewToPost:
+    """A review to post on a pull request as the platform: a summary and line comments
+    (path, new-side line, body), on `commit`, as a plain comment (no approval)."""
+
+    commit: str
+    body: str
+    comments: list[tuple[str, int, str]]
+
+
+@dataclass(frozen=True)
+class PostedReview:
+    id: str
+    url: str
+
+
+@dataclass(frozen=True)
 class PublishedCheck:
     id: int | None
     url: str
@@ -87,6 +107,12 @@ class LocalHost:
 
     def __init__(self, repository: Repository) -> None:
         self.repository = repository
+        # A review session's host (code_host_for(read_only=True)): no push, no write token.
+        self.read_only = False
+
+    def refuse_if_read_only(self, what: str) -> None:
+        if self.read_only:
+            raise ReadOnlySession(f"{what} refused: a review session is read-only")
 
     def token(self, *, refresh: bool = False) -> str | None:
         return None
@@ -99,6 +125,7 @@ class LocalHost:
     def push(self, session_id: int, branch: str) -> None:
         """Push the session's commits to `branch`, never by force: BranchTaken when the remote
         branch holds commits this session did not make (someone else's work is not lost)."""
+        self.refuse_if_read_only(f"pushing {branch}")
         try:
             self.remote_git(*PUSH, "origin", f"{publish_ref(session_id)}:refs/heads/{branch}")
         except mirror.MirrorError as exc:
@@ -123,6 +150,11 @@ class LocalHost:
         """Post `body` as a reply to the host's review comment `comment_id`; returns the
         reply's URL. Here the review is the dashboard's own: its replies live on the page."""
         return ""
+
+    def post_review(self, pr, review: ReviewToPost) -> PostedReview | None:
+        """Post `review` on the PR; None where the review is the dashboard's own (a local
+        repository: it is stored as the PR's review comments and shown on its page)."""
+        return None
 
     def publish_check(self, pr, report: CheckReport) -> PublishedCheck | None:
         """Publish `report` as a check run on the PR's head commit; None where the host has no
@@ -174,9 +206,14 @@ def register_code_host(kind: str, host_for: Callable[[Repository], LocalHost | N
     _HOSTS[kind] = host_for
 
 
-def code_host_for(repository: Repository) -> LocalHost:
+def code_host_for(repository: Repository, *, read_only: bool = False) -> LocalHost:
+    """The repository's code host; `read_only` (a review session's) pushes, opens and merges
+    nothing and mints no token that could (ReadOnlySession)."""
+    host = None
     for host_for in _HOSTS.values():
         host = host_for(repository)
         if host is not None:
-            return host
-    return LocalHost(repository)
+            break
+    host = host or LocalHost(repository)
+    host.read_only = read_only
+    return host

@@ -51,6 +51,18 @@ class WorkspaceSynced(TypedDict):
     drift: Drift
 
 
+class AgentReviewPosted(TypedDict):
+    """The review agent's review of a pull request, posted (on the reviewed session and the
+    review session alike)."""
+
+    pull_request: int
+    review_session: int
+    comments: int  # on lines of the diff
+    file_comments: int  # on files (their line was not in the diff)
+    url: str  # on the code host ("" for a local repository)
+    message: str
+
+
 class PublishNote(TypedDict):
     """Something publishing the turn's work did that the user should know (a branch renamed)."""
 
@@ -366,6 +378,7 @@ EVENT_KINDS: tuple[EventKind, ...] = (
     EventKind("pull_request_pushed_outside", PullRequestPushedOutside, closed=True),
     EventKind("review", Review, closed=True),
     EventKind("review_answered", ReviewAnswered, closed=True),
+    EventKind("agent_review_posted", AgentReviewPosted, closed=True),
     EventKind("prompt", Prompt, closed=True),
     EventKind("check_result", CheckResult, closed=True),
     EventKind("ci_fix_offered", CIFixOffered, closed=True),

@@ -25,6 +25,11 @@ class State(models.TextChoices):
 class Session(models.Model):
     repository_path = "repository"
 
+    class Purpose(models.TextChoices):
+        WORK = "work"
+        # Read-only: it reviews a pull request and never publishes (sessions/review_agent.py).
+        REVIEW = "review"
+
     repository = models.ForeignKey(Repository, on_delete=models.CASCADE, related_name="sessions")
     creator = models.ForeignKey(
         settings.AUTH_USER_MODEL, on_delete=models.PROTECT, related_name="created_sessions"
@@ -61,6 +66,18 @@ class Session(models.Model):
         on_delete=models.SET_NULL,
         related_name="children",
         help_text="The session whose agent started this one.",
+    )
+    purpose = models.CharField(max_length=10, choices=Purpose.choices, default=Purpose.WORK)
+    reviewed_pull_request = models.ForeignKey(
+        "PullRequest",
+        null=True,
+        blank=True,
+        on_delete=models.SET_NULL,
+        related_name="review_sessions",
+        help_text="For a review session: the pull request it reviews.",
+    )
+    reviewed_commit = models.CharField(
+        max_length=64, blank=True, help_text="For a review session: the head commit it reviews."
     )
     # The driver's fencing token: writes by a driver holding an older token are refused.
     driver_fence = models.PositiveBigIntegerField(default=0)
@@ -233,6 +250,8 @@ class PullRequest(models.Model):
         default=False, help_text="Opened as the GitHub App: the author had no GitHub token."
     )
     head_sha = models.CharField(max_length=64, blank=True)
+    # Set once, when the repository's review agent (policy "every") took this PR on opening.
+    auto_reviewed = models.BooleanField(default=False)
     additions = models.PositiveIntegerField(default=0)
     deletions = models.PositiveIntegerField(default=0)
     changed_files = models.PositiveIntegerField(default=0)
@@ -355,6 +374,8 @@ class ReviewFeedback(models.Model):
     class Source(models.TextChoices):
         GITHUB = "github"
         DASHBOARD = "dashboard"
+        # The review agent's review (sessions/review_agent.py): posted, never a prompt.
+        AGENT = "agent", "the review agent"
 
     repository_path = "session__repository"
 
@@ -395,6 +416,7 @@ class ReviewComment(models.Model):
         ANSWERED = "answered"
         REPLY_FAILED = "reply_failed", "answered, reply not posted"
         REFUSED = "refused", "not sent to the agent"
+        POSTED = "posted", "posted by the review agent"
 
     repository_path = "session__repository"
 

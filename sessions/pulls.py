@@ -232,10 +232,18 @@ def publish_turn(
     returns the PullRequest, or None when nothing changed. Errors become an `error` event; the
     turn's work stays."""
     session.refresh_from_db()
+    if session.purpose == Session.Purpose.REVIEW:
+        # Read-only, whatever its agent did: nothing is exported, pushed or opened.
+        if (session.diff_stats or {}).get("files"):
+            append_event(session.pk, "publish_note", {"message": (
+                "this is a read-only review session: its changes stay in its sandbox and are "
+                "never pushed or opened as a pull request"
+            )})  # fmt: skip
+        return None
     stats = session.diff_stats or {}
     if not settings.AUTO_PULL_REQUEST or not stats.get("files"):
         return None
-    host = code_host_for(session.repository)
+    host = code_host_for(session.repository, read_only=session.purpose == Session.Purpose.REVIEW)
     existing = PullRequest.objects.filter(session=session).first()
     if existing is not None and existing.state != PullRequest.State.OPEN:
         _report_unpublished(session, sandbox, existing)  # later turns do not reopen it

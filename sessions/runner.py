@@ -23,6 +23,7 @@ from sessions import (
     conversations,
     database_outage,
     model_access,
+    review_agent,
     review_comments,
     services,
     states,
@@ -213,6 +214,11 @@ class TurnRunner:
             review_comments.review_comments_answer(
                 session=self.session, prompt=prompt, commit=self.commit
             )
+            if self.session.purpose == Session.Purpose.REVIEW:
+                # A review session's answer becomes a review of the PR (it publishes nothing).
+                review_agent.review_post(session=self.session, prompt=prompt)
+            else:
+                self._review_new_pull_request()
             resting = self._resting_state()
             self._to(resting, reason="stopped by " + stopped if stopped else "")
             self._audit_changes(ended=resting, stopped_by=stopped)
@@ -258,6 +264,17 @@ class TurnRunner:
         """Push the branch and open (once) or update the pull request; never fails the turn."""
         publish_changes(self.session, sandbox, fence=self.lease.fence)
         self.session.refresh_from_db(fields=["state"])
+
+    def _review_new_pull_request(self) -> None:
+        """Under the repository's "every PR" review policy, the PR this turn opened gets its
+        review session (once: a later turn, or GitHub's webhook, finds it started)."""
+        pr = PullRequest.objects.filter(session=self.session, auto_reviewed=False).first()
+        if pr is None:
+            return
+        try:
+            review_agent.review_on_open(pr)
+        except Exception:  # the turn's work is done; a review that cannot start must not fail it
+            log.exception("the review of session %s's pull request did not start", pr.session_id)
 
     def _totals(self, resumed: bool) -> dict:
         """The session's running totals after this turn (what the metrics aggregate). Not its

@@ -5,6 +5,7 @@ from __future__ import annotations
 
 from celery import current_app
 from django.conf import settings
+from django.core.exceptions import PermissionDenied
 from django.db import transaction
 from django.dispatch import Signal
 from django.utils import timezone
@@ -22,6 +23,8 @@ MAX_PROMPT_BYTES = 100_000
 STOP_KEY = "inspect:stop:{}"
 RUN_TASK = "sessions.tasks.run_session"
 NO_MORE_PROMPTS = {State.MERGED, State.CLOSED, State.CANCELLED}
+# Who may start a review session: engineers and admins (they start sessions) and reviewers.
+REVIEW_PERMISSIONS = (roles.START_SESSION, roles.DECIDE_APPROVAL)
 # Sent by session_transition (session=, previous=, state=) inside the caller's transaction;
 # receivers (automations, Slack) defer their work with transaction.on_commit.
 session_state_changed = Signal()
@@ -93,11 +96,26 @@ def session_create(
     branch: str | None = None,
     title: str = "",
     parent: Session | None = None,
+    purpose: str = Session.Purpose.WORK,
+    reviewed_pull_request=None,
+    reviewed_commit: str = "",
 ) -> Session:
-    """Start a session with its first prompt; the turn is queued for a worker after commit."""
-    access.require_repo_permission(creator, repository, roles.START_SESSION)
+    """Start a session with its first prompt; the turn is queued for a worker after commit.
+    A `review` session (sessions/review_agent.py) may also be started by a reviewer."""
+    if purpose == Session.Purpose.REVIEW:
+        if not any(access.has_repo_permission(creator, repository, p) for p in REVIEW_PERMISSIONS):
+            raise PermissionDenied(
+                f"only engineers, reviewers and admins of {repository.name} may ask for a review"
+            )
+    else:
+        access.require_repo_permission(creator, repository, roles.START_SESSION)
     if refusal := archived_refusal(repository):
         raise SessionError(refusal)
+    if parent is not None and parent.purpose == Session.Purpose.REVIEW:
+        # Its child would be a work session that publishes: read-only would be one call away.
+        raise SessionError(
+            f"session {parent.pk} is a read-only review session: it cannot start other sessions"
+        )
     text = _check_prompt(prompt)
     agent = agent or default_agent(repository, agent_command=agent_command)
     if not model and agent != "command":  # the command agent asks no model
@@ -116,6 +134,9 @@ def session_create(
             agent_command=agent_command,
             model=model,
             parent=parent,
+            purpose=purpose,
+            reviewed_pull_request=reviewed_pull_request,
+            reviewed_commit=reviewed_commit,
         )
         _add_prompt(session, creator, text)
     return session

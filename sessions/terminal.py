@@ -283,6 +283,11 @@ def wake_sandbox(session_id: int, user) -> Sandbox:
 
 def _open_pty(session_id: int, user, may_type: bool, cols: int, rows: int) -> Pty:
     session = Session.objects.get(pk=session_id)
+    if may_type and session.purpose == Session.Purpose.REVIEW:
+        raise SandboxError(
+            "a review session is read-only: its terminal can be watched, not typed in; "
+            "start a session of your own to change the code"
+        )
     try:
         sandbox = _attach(session)
     except SandboxGone:

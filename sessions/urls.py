@@ -17,6 +17,7 @@ urlpatterns = [
     path("<int:pk>/prompts/", views.session_prompt, name="prompt"),
     path("<int:pk>/stop/", views.session_stop, name="stop"),
     path("<int:pk>/merge/", views.session_merge, name="merge"),
+    path("<int:pk>/review-agent/", views.session_review_agent, name="review-agent"),
     path("<int:pk>/diff/file/", review_views.diff_file_context, name="diff-file"),
     path("<int:pk>/diff/viewed/", review_views.diff_file_viewed, name="diff-viewed"),
     path("<int:pk>/review/comments/", views.session_review_comment, name="review_comment"),

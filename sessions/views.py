@@ -14,7 +14,7 @@ from django.views.decorators.http import require_POST
 
 from accounts import access, roles
 from approvals.gate import ApprovalError
-from sessions import ci_fixes, rendering, review_comments, services
+from sessions import ci_fixes, rendering, review_agent, review_comments, services
 from sessions.agents import RUNTIME_NAMES
 from sessions.diff_review import diff_files_viewed
 from sessions.forms import ATTACHMENTS, IMAGE_SUFFIXES, NewSessionForm
@@ -306,3 +306,21 @@ def session_ci_fix_queue(request: HttpRequest, pk: int, fix: int) -> HttpRespons
         return HttpResponse(format_html('<span class="status" role="status">{}</span>', outcome))
     messages.info(request, outcome)
     return redirect(session)
+
+
+@login_required
+@require_POST
+def session_review_agent(request: HttpRequest, pk: int) -> HttpResponse:
+    """ "Review this PR": start a read-only review session of the session's pull request."""
+    session = access.get_visible_or_404(request.user, Session.objects.all(), pk=pk)
+    pr = getattr(session, "pull_request", None)
+    if pr is None:
+        messages.error(request, "This session has no pull request to review yet.")
+        return redirect(session)
+    try:
+        review = review_agent.review_session_start(pull_request=pr, user=request.user)
+    except (PermissionDenied, services.SessionError) as exc:
+        messages.error(request, f"No review was started: {exc}")
+        return redirect(session)
+    messages.success(request, f"Review session #{review.pk} started on {pr.branch}.")
+    return redirect(review)

@@ -16,4 +16,5 @@ REPOSITORY_SECTIONS = [
     ("settings_area:controls", "Approvals and egress"),
     ("settings_area:repository_models", "Models"),
     ("settings_area:repository_ci", "CI fixes"),
+    ("settings_area:repository_review", "Review agent"),
 ]

@@ -10,6 +10,7 @@ from settings_area import (
     repositories,
     repository_ci,
     repository_models,
+    repository_review,
     secrets,
     sign_in,
 )
@@ -25,6 +26,7 @@ urlpatterns = [
     *controls.urlpatterns,
     *repository_models.urlpatterns,
     *repository_ci.urlpatterns,
+    *repository_review.urlpatterns,
     *providers.urlpatterns,
     *github.urlpatterns,
     *sign_in.urlpatterns,

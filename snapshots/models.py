@@ -65,6 +65,14 @@ class Repository(models.Model):
     ci_fix_attempts = models.PositiveSmallIntegerField(
         default=2, help_text="CI-fix turns per pull request before the agent stops trying."
     )
+    # When the review agent reviews a session's pull request (sessions/review_agent.py).
+    review_agent = models.CharField(
+        max_length=10,
+        choices=[("off", "off"), ("request", "on request"), ("every", "every pull request")],
+        default="request",
+        help_text="The review agent: never (off), when someone presses Review this PR (on "
+        "request), or on every pull request as it opens (every pull request).",
+    )
     created_at = models.DateTimeField(auto_now_add=True)
 
     class Meta:

@@ -34,7 +34,9 @@ from sessions.codehosts import (
     CodeHostError,
     LocalHost,
     OpenedPull,
+    PostedReview,
     PublishedCheck,
+    ReviewToPost,
     git_auth_env,
 )
 from snapshots import mirror
@@ -44,6 +46,8 @@ from snapshots.models import Repository
 APP_PERMISSIONS = {"contents": "write", "pull_requests": "write"}
 # Only what CI feedback needs: read failed checks' output, publish the `Inspect / verify` check.
 CHECKS_PERMISSIONS = {"checks": "write"}
+# Only what the review agent's review needs: post it on the pull request.
+REVIEW_PERMISSIONS = {"pull_requests": "write"}
 TOKEN_MARGIN_S = 120  # refresh an installation token this long before it expires
 MAX_ANNOTATIONS = 20  # of a failed check run, in its excerpt
 
@@ -102,6 +106,8 @@ class GitHubHost(LocalHost):
         `permissions`), reused until shortly before it expires. CodeHostError when GitHub
         refuses one."""
         permissions = permissions or APP_PERMISSIONS
+        if permissions.get("contents") == "write":
+            self.refuse_if_read_only("a contents-write token")
         key: tuple[str, ...] = (app_settings.api_url(), self.link.full_name.lower())
         if permissions != APP_PERMISSIONS:
             key += (json.dumps(permissions, sort_keys=True),)
@@ -267,6 +273,43 @@ class GitHubHost(LocalHost):
             return httpx.get(url, headers=headers, timeout=30)
         except httpx.HTTPError as exc:
             raise CodeHostError(f"GitHub could not be reached: {exc}") from None
+
+    def post_review(self, pr, review: ReviewToPost) -> PostedReview:
+        """POST /repos/{o}/{r}/pulls/{n}/reviews (event COMMENT, line comments on the RIGHT
+        side) with a token scoped to pull_requests:write. CodeHostError when GitHub refuses."""
+        url = f"{app_settings.api_url()}/repos/{self.link.full_name}/pulls/{pr.number}/reviews"
+        payload = {
+            "commit_id": review.commit, "body": review.body, "event": "COMMENT",
+            "comments": [{"path": path, "line": line, "side": "RIGHT", "body": body}
+                         for path, line, body in review.comments],
+        }  # fmt: skip
+        response = None
+        for refresh in (False, True):  # a token GitHub calls bad credentials is replaced once
+            token = self.token(refresh=refresh, permissions=REVIEW_PERMISSIONS)
+            try:
+                response = httpx.post(
+                    url,
+                    headers={"Authorization": f"Bearer {token}",
+                             "Accept": "application/vnd.github+json",
+                             "X-GitHub-Api-Version": "2022-11-28"},
+                    json=payload,
+                    timeout=30,
+                )  # fmt: skip
+            except httpx.HTTPError as exc:
+                raise CodeHostError(
+                    f"GitHub could not be reached to post the review: {exc}"
+                ) from None
+            if response.status_code != 401:
+                break
+        if response is None or response.status_code == 401:
+            raise CodeHostError(self._refused_twice())
+        if response.status_code != 200:
+            raise CodeHostError(
+                f"GitHub refused the review of #{pr.number} ({response.status_code}: "
+                f"{_response_message(response)})"
+            )
+        data = response.json()
+        return PostedReview(id=str(data.get("id", "")), url=data.get("html_url") or "")
 
     def reply_to_review_comment(self, pr, comment_id: str, body: str) -> str:
         """POST /repos/{o}/{r}/pulls/{n}/comments/{comment_id}/replies, as the App."""

@@ -42,7 +42,7 @@ from integrations.github import app_settings, checks
 from integrations.github.codehost import github_host_for
 from integrations.github.delivery import Ignored
 from integrations.github.models import GitHubLink, WebhookDelivery
-from sessions import pulls, review_comments
+from sessions import pulls, review_agent, review_comments
 from sessions.codehosts import CodeHostError
 from sessions.events import append_event
 from sessions.models import PullRequest, ReviewEvent, ReviewFeedback
@@ -207,7 +207,8 @@ def on_pull_request(link: GitHubLink, payload: dict) -> str:
     ref = f"{link.full_name}#{pr.number}"
     if action == "opened":
         PullRequest.objects.filter(pk=pr.pk, url="").update(url=data.get("html_url", ""))
-        return f"{ref} opened"
+        reviewing = review_agent.review_on_open(pr)
+        return f"{ref} opened" + (f"; {reviewing}" if reviewing else "")
     if action == "closed" and data.get("merged"):
         merger = data.get("merged_by") or {}
         pulls.mark_merged(

@@ -50,7 +50,11 @@ from tests.integrations.github.github_fake_checks import (
     STATUSES_PERMISSIONS,
     ChecksMixin,
 )
-from tests.integrations.github.github_fake_reviews import REVIEW_ROUTES, ReviewsMixin
+from tests.integrations.github.github_fake_reviews import (
+    REVIEW_ROUTES,
+    REVIEWS_PERMISSIONS,
+    ReviewsMixin,
+)
 
 FIXTURES = Path(__file__).parent / "fixtures"
 APP_SLUG = "inspect-web"
@@ -344,7 +348,9 @@ class FakeGitHub(AppsMixin, ReviewsMixin, ChecksMixin):
         else:
             if not isinstance(wanted, list) or len(wanted) != 1:
                 self.problem(f"a token asked for repositories {wanted!r}, not exactly one")
-            if permissions not in (WANTED_PERMISSIONS, CHECKS_PERMISSIONS, STATUSES_PERMISSIONS):
+            if permissions not in (
+                WANTED_PERMISSIONS, CHECKS_PERMISSIONS, STATUSES_PERMISSIONS, REVIEWS_PERMISSIONS
+            ):  # fmt: skip
                 self.problem(f"a token asked for permissions {permissions!r}")
         if not wanted or any(name not in names for name in wanted):
             return 422, {"message": "There is at least one repository that does not exist or is "

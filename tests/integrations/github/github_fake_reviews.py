@@ -28,6 +28,11 @@ from tests.integrations.github.github_fake_apps import now
 
 HUNK = re.compile(r"^@@ -\d+(?:,\d+)? \+(\d+)(?:,\d+)? @@")
 PERSON = {"login": "Codertocat", "id": 21031067, "type": "User"}
+APP_BOT = {"login": "inspect-web[bot]", "id": 9919, "type": "Bot"}
+# The App's token for posting the review agent's review: pull requests, nothing else.
+REVIEWS_PERMISSIONS = {"pull_requests": "write"}
+REVIEW_EVENTS = {"COMMENT": "COMMENTED", "APPROVE": "APPROVED",
+                 "REQUEST_CHANGES": "CHANGES_REQUESTED"}  # fmt: skip
 
 
 def hunk_to_line(patch: str, line: int) -> str | None:
@@ -268,6 +273,68 @@ class ReviewsMixin:
             self.review_comments[reply["id"]] = {**reply, "_pull": parent["_pull"]}
         return 201, reply
 
+    def create_review(self, req, match, query, body):
+        """POST …/pulls/{n}/reviews as the App (GitHub's "Create a review for a pull
+        request"): `event`, `commit_id`, `body`, `comments` [{path, line, side, body}]; a
+        comment on a line the diff does not show is refused with 422, as on GitHub. (GitHub
+        then sends `pull_request_review` from the App's bot; the stand-in sends nothing.)"""
+        repo = self.repos.get(f"{match['owner']}/{match['repo']}".lower())
+        if repo is None:
+            return 404, {"message": "Not Found"}
+        status, error, _ = self._installation_token(req, repo, wanted=REVIEWS_PERMISSIONS)
+        if status != 200:
+            return status, error
+        number = int(match["number"])
+        if not 0 < number <= len(repo.pulls):
+            return 404, {"message": "Not Found"}
+        body = body or {}
+        event = body.get("event")
+        if event not in REVIEW_EVENTS:
+            self.problem(f"a review with event {event!r}")
+            return 422, {"message": "Validation Failed"}
+        pull = repo.pulls[number - 1]
+        head = repo.head(pull["head"]["ref"])
+        wanted = body.get("comments") or []
+        for c in wanted:
+            if not all(c.get(k) for k in ("path", "line", "body")) or c.get("side") != "RIGHT":
+                self.problem(f"a review comment {c!r}")
+                return 422, {"message": "Validation Failed"}
+            if self._diff_hunk(repo, pull, c["path"], c["line"]) is None:
+                return 422, {"message": "Unprocessable Entity",
+                             "errors": ["Line could not be resolved"]}  # fmt: skip
+        review_id = self._new_id()
+        api = f"{self.url}/repos/{repo.full_name}/pulls/{number}"
+        page = f"https://github.com/{repo.full_name}/pull/{number}"
+        review = {
+            "id": review_id, "node_id": f"PRR_{review_id}", "user": dict(APP_BOT),
+            "body": body.get("body") or "", "state": REVIEW_EVENTS[event],
+            "html_url": f"{page}#pullrequestreview-{review_id}", "pull_request_url": api,
+            "author_association": "NONE",
+            "_links": {"html": {"href": f"{page}#pullrequestreview-{review_id}"},
+                       "pull_request": {"href": api}},
+            "submitted_at": now(), "commit_id": body.get("commit_id") or head,
+        }  # fmt: skip
+        made = [
+            self._comment(repo, number, review_id, APP_BOT, review["commit_id"],
+                          self._diff_hunk(repo, pull, c["path"], c["line"]), c)
+            for c in wanted
+        ]  # fmt: skip
+        with self.lock:
+            self.reviews[review_id] = {**review, "_pull": (repo.full_name, number)}
+            for comment in made:
+                self.review_comments[comment["id"]] = {**comment, "_pull": (repo.full_name, number)}
+        return 200, review
+
+    def reviews_of(self, full_name: str, number: int) -> list[dict]:
+        """The reviews of one PR, each with its line comments (what a person sees on GitHub)."""
+        key = (self.repo(full_name).full_name, number)
+        return [
+            {**{k: v for k, v in r.items() if k != "_pull"},
+             "comments": [c for c in self.review_comments.values()
+                          if c["pull_request_review_id"] == r["id"]]}
+            for r in self.reviews.values() if r["_pull"] == key
+        ]  # fmt: skip
+
     def replies_to(self, comment_id: int) -> list[dict]:
         """The replies posted under one comment (what a person sees in its thread)."""
         return [c for c in self.review_comments.values() if c.get("in_reply_to_id") == comment_id]
@@ -286,4 +353,5 @@ REVIEW_ROUTES = [
     ("GET", _PULL + r"/comments", ReviewsMixin.list_review_comments),
     ("GET", _PULL + r"/reviews/(?P<review>\d+)/comments", ReviewsMixin.list_comments_of_review),
     ("POST", _PULL + r"/comments/(?P<comment>\d+)/replies", ReviewsMixin.reply_to_comment),
+    ("POST", _PULL + r"/reviews", ReviewsMixin.create_review),
 ]
