@@ -105,7 +105,11 @@ def test_a_worker_survives_a_broker_restart_mid_turn_and_runs_the_next_turn(
         wait_for(lambda: prompts_done() == 1, 120, "the first turn to end", worker)
         in_child(FOLLOW_UP, str(session_id), env=env)
         wait_for(lambda: prompts_done() == 2, 90, "the worker to run the next turn", worker)
-        assert Session.objects.get(pk=session_id).state == "idle"
+        # The prompt is done before the turn has published and come to rest.
+        wait_for(
+            lambda: Session.objects.get(pk=session_id).state == "idle", 30,
+            "the session to come to rest", worker,
+        )  # fmt: skip
         seqs = list(
             Event.objects.filter(session_id=session_id)
             .order_by("seq")
